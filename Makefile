@@ -1,0 +1,56 @@
+# lakestack: the two commands a newcomer needs are `make demo` and `make test`.
+# Both create .venv and install the project on first use; later runs reuse it.
+
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+DEMO_ARGS ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help demo test lint format bench clean java
+
+help:
+	@echo "make demo    run the whole pipeline on this machine (embedded emulator, no cloud account)"
+	@echo "make test    lint and run the test suite"
+	@echo "make bench   run the benchmarks in bench/ (slow; prints medians and ratios)"
+	@echo "make clean   remove .venv, reports and caches"
+
+# Java 17+ is what pyspark 4.0 runs on; say which package to install instead of failing deep in Spark.
+java:
+	@command -v java >/dev/null 2>&1 || { \
+	  echo "error: Java 17 or newer is required by Spark (pyspark 4.0) and 'java' was not found on PATH." >&2; \
+	  echo "       install it: 'sudo apt-get install openjdk-17-jre-headless' (Debian/Ubuntu)," >&2; \
+	  echo "       'brew install openjdk@17' (macOS), then run this command again." >&2; exit 2; }
+	@v=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1); \
+	if [ -z "$$v" ] || [ "$$v" -lt 17 ]; then \
+	  echo "error: Java 17 or newer is required by Spark (pyspark 4.0); found Java '$$v'." >&2; \
+	  echo "       install 'openjdk-17-jre-headless' (Debian/Ubuntu) or 'openjdk@17' (macOS) and put it first on PATH." >&2; exit 2; fi
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; lakestack needs Python 3.11 (set PYTHON=/path/to/python3.11)." >&2; exit 2; }
+	@echo "==> creating $(VENV) and installing lakestack (first run downloads Spark, ~450 MB; later runs reuse it)"
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet --progress-bar off -e ".[dev]"
+	@touch $(STAMP)
+
+demo: java $(STAMP)
+	$(BIN)/lakestack demo $(DEMO_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+test: java $(STAMP) lint
+	$(BIN)/python -m pytest
+
+bench: java $(STAMP)
+	@for b in bench/bench_*.py; do echo "==> $$b"; $(BIN)/python $$b || exit $$?; done
+
+clean:
+	rm -rf $(VENV) reports .pytest_cache .ruff_cache build *.egg-info
