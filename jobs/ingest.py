@@ -1,0 +1,274 @@
+"""The `ingest` job: Kinesis stream -> bronze Delta table, every record exactly once.
+
+The same entry runs on a laptop (Spark local mode against the embedded emulator) and on EMR through
+spark-submit: ``python -m jobs ingest --stream NAME --region R --table URI --checkpoint PATH``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import signal
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from jobs.errors import SettingsError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+log = logging.getLogger("lakestack.ingest")
+
+BRONZE_COLUMNS: tuple[str, ...] = (
+    "data",
+    "partition_key",
+    "shard_id",
+    "sequence_number",
+    "arrival_time",
+    "ingest_time",
+    "batch_id",
+)
+_TRIGGER = re.compile(r"^(available-now|processing-time=(\d+(?:\.\d+)?)s)$")
+_STARTING = re.compile(r"^(trim-horizon|latest|at-timestamp=(.+))$")
+
+
+@dataclass(frozen=True)
+class IngestSettings:
+    """Everything the ingest job needs, validated once at start-up."""
+
+    stream: str
+    region: str
+    table: str
+    checkpoint: str
+    endpoint_url: str | None = None
+    trigger: str = "processing-time=5s"
+    starting_position: str = "trim-horizon"
+    max_records_per_shard: int = 10_000
+    fail_on_data_loss: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.stream:
+            raise SettingsError("--stream: expected a Kinesis stream name, found an empty value.")
+        if not self.table:
+            raise SettingsError(
+                "--table: expected a table URI (a path, s3://... or abfss://...), found nothing."
+            )
+        if not self.checkpoint:
+            raise SettingsError("--checkpoint: expected a checkpoint path or URI, found nothing.")
+        if not _TRIGGER.match(self.trigger):
+            raise SettingsError(
+                f"--trigger: expected 'available-now' or 'processing-time=<N>s' (e.g. processing-time=5s), "
+                f"found {self.trigger!r}."
+            )
+        match = _STARTING.match(self.starting_position)
+        if not match:
+            raise SettingsError(
+                "--starting-position: expected 'trim-horizon', 'latest' or 'at-timestamp=<ISO-8601>', "
+                f"found {self.starting_position!r}."
+            )
+        if match.group(2) is not None:
+            try:
+                datetime.fromisoformat(match.group(2).replace("Z", "+00:00"))
+            except ValueError:
+                raise SettingsError(
+                    f"--starting-position: {match.group(2)!r} is not an ISO-8601 time; "
+                    "write e.g. at-timestamp=2026-11-21T12:00:00Z."
+                ) from None
+        if self.max_records_per_shard < 1:
+            raise SettingsError(
+                f"--max-records-per-shard: expected a whole number of at least 1, found {self.max_records_per_shard}."
+            )
+
+    @property
+    def available_now(self) -> bool:
+        return self.trigger == "available-now"
+
+    @property
+    def processing_seconds(self) -> float:
+        match = _TRIGGER.match(self.trigger)
+        return float(match.group(2)) if match and match.group(2) else 0.0
+
+
+def _bool_flag(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in {"true", "yes", "1"}:
+        return True
+    if lowered in {"false", "no", "0"}:
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, found {value!r}")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ingest job's flags to ``parser`` (shared by ``python -m jobs ingest`` and the CLI)."""
+    parser.add_argument("--stream", required=True, help="Kinesis stream name")
+    parser.add_argument("--region", required=True, help="AWS region of the stream, e.g. us-east-1")
+    parser.add_argument(
+        "--endpoint-url", default=None, help="AWS endpoint for an emulator, e.g. http://127.0.0.1:4566"
+    )
+    parser.add_argument("--table", required=True, help="bronze Delta table URI (path, s3://..., abfss://...)")
+    parser.add_argument("--checkpoint", required=True, help="Spark checkpoint location for this query")
+    parser.add_argument(
+        "--trigger",
+        default="processing-time=5s",
+        help="'available-now' (drain what is there, then stop) or 'processing-time=<N>s' (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--starting-position",
+        default="trim-horizon",
+        help="where a new query starts: trim-horizon | latest | at-timestamp=<ISO-8601> (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-records-per-shard",
+        type=int,
+        default=10_000,
+        help="cap on records read per shard in one micro-batch (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--fail-on-data-loss",
+        type=_bool_flag,
+        default=True,
+        metavar="true|false",
+        help="fail when records expired from the stream before they were read (default: true)",
+    )
+
+
+def settings_from_args(args: argparse.Namespace) -> IngestSettings:
+    return IngestSettings(
+        stream=args.stream,
+        region=args.region,
+        endpoint_url=args.endpoint_url,
+        table=args.table,
+        checkpoint=args.checkpoint,
+        trigger=args.trigger,
+        starting_position=args.starting_position,
+        max_records_per_shard=args.max_records_per_shard,
+        fail_on_data_loss=args.fail_on_data_loss,
+    )
+
+
+def to_bronze(batch: DataFrame, batch_id: int) -> DataFrame:
+    """Shape one micro-batch of Kinesis records into bronze rows (payload bytes untouched)."""
+    from pyspark.sql import functions as F
+
+    return batch.select(
+        "data",
+        "partition_key",
+        "shard_id",
+        "sequence_number",
+        "arrival_time",
+        F.current_timestamp().alias("ingest_time"),
+        F.lit(batch_id).cast("long").alias("batch_id"),
+    )
+
+
+def _query_app_id(spark: SparkSession, checkpoint: str) -> str:
+    # The transaction app id must be the query's identity: Spark's query id lives in the checkpoint's
+    # `metadata` file and is regenerated when the checkpoint is deleted, so a fresh query (batch ids from 0
+    # again) never has its batches mistaken for ones an earlier query already committed.
+    row = spark.read.text(f"{checkpoint.rstrip('/')}/metadata").first()
+    import json
+
+    return f"lakestack-ingest-{json.loads(row[0])['id']}"
+
+
+def make_batch_writer(spark: SparkSession, settings: IngestSettings) -> Callable[[DataFrame, int], None]:
+    """Return the idempotent foreachBatch function that appends each micro-batch to the bronze table."""
+    from jobs.lake import foreach_batch_writer, storage_options_for
+
+    options = storage_options_for(settings.table, endpoint_url=settings.endpoint_url, region=settings.region)
+    state: dict[str, Callable[[DataFrame, int], None]] = {}
+
+    def write(batch: DataFrame, batch_id: int) -> None:
+        if "writer" not in state:
+            state["writer"] = foreach_batch_writer(
+                settings.table,
+                app_id=_query_app_id(spark, settings.checkpoint),
+                storage_options=options,
+                prepare=to_bronze,
+            )
+        state["writer"](batch, batch_id)
+
+    return write
+
+
+def start(spark: SparkSession, settings: IngestSettings) -> StreamingQuery:
+    """Start the ingest query and return it (the caller waits on or stops it)."""
+    from jobs.sources import read_kinesis_stream
+
+    records = read_kinesis_stream(
+        spark,
+        stream_name=settings.stream,
+        region=settings.region,
+        endpoint_url=settings.endpoint_url,
+        checkpoint_location=settings.checkpoint,
+        starting_position=settings.starting_position,
+        max_records_per_shard=settings.max_records_per_shard,
+        fail_on_data_loss=settings.fail_on_data_loss,
+    )
+    writer = (
+        records.writeStream.queryName(f"ingest-{settings.stream}")
+        .option("checkpointLocation", settings.checkpoint)
+        .foreachBatch(make_batch_writer(spark, settings))
+    )
+    writer = (
+        writer.trigger(availableNow=True)
+        if settings.available_now
+        else writer.trigger(processingTime=f"{settings.processing_seconds:g} seconds")
+    )
+    log.info(
+        "ingest: %s (%s) -> %s, checkpoint %s, trigger %s",
+        settings.stream,
+        settings.region,
+        settings.table,
+        settings.checkpoint,
+        settings.trigger,
+    )
+    return writer.start()
+
+
+def run(settings: IngestSettings, *, spark: SparkSession | None = None) -> int:
+    """Run the job until it drains (available-now) or is stopped by SIGINT/SIGTERM. Returns an exit code."""
+    from jobs.session import build_session
+
+    session = spark or build_session("lakestack-ingest")
+    query = start(session, settings)
+    stop_requested = threading.Event()
+
+    def request_stop(signum: int, _frame: object) -> None:
+        log.info("ingest: %s received, stopping after the current micro-batch", signal.Signals(signum).name)
+        stop_requested.set()
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while query.isActive and not stop_requested.is_set():
+            query.awaitTermination(1)
+        if query.isActive:
+            query.stop()
+        error = query.exception()
+        if error is not None:
+            raise error
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    progress = query.recentProgress
+    rows = sum(p.get("numInputRows", 0) for p in progress) if progress else 0
+    log.info("ingest: stopped after %d micro-batches with input, %d records read", len(progress), rows)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m jobs ingest",
+        description="Read a Kinesis stream and append every record exactly once to a bronze Delta table.",
+    )
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    return run(settings_from_args(args))
+
+
+__all__ = ["BRONZE_COLUMNS", "IngestSettings", "add_arguments", "main", "run", "settings_from_args", "start"]
