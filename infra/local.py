@@ -1,0 +1,295 @@
+"""The embedded target: a moto server (Kinesis + S3 emulator) on 127.0.0.1, with the local stack's stream
+and buckets created in it. Backs `lakestack local up | status | down` and the demo."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+DEFAULT_PORT = 4566
+DEFAULT_STATE_DIR = Path(".lakestack") / "local"
+# Emulator-only credentials: moto accepts anything, and fixed dummy values keep real keys out of the emulator.
+EMULATOR_CREDENTIALS: Mapping[str, str] = {
+    "AWS_ACCESS_KEY_ID": "lakestack-local",
+    "AWS_SECRET_ACCESS_KEY": "lakestack-local",
+}
+_READY_TIMEOUT_S = 30.0
+
+
+class EmulatorError(Exception):
+    """The embedded emulator could not be started, reached or provisioned."""
+
+
+@dataclass(frozen=True)
+class LocalNames:
+    """Physical names of the local stack's stream and buckets."""
+
+    region: str = "us-east-1"
+    stream_name: str = "lakestack-local-events"
+    buckets: Mapping[str, str] = field(
+        default_factory=lambda: {
+            role: f"lakestack-local-{role}" for role in ("lake", "checkpoints", "artifacts", "logs")
+        }
+    )
+
+
+@dataclass(frozen=True)
+class EmulatorState:
+    """What `lakestack local up` started, as saved in the state file."""
+
+    pid: int
+    port: int
+    endpoint_url: str
+    region: str
+    stream_name: str
+    buckets: dict[str, str]
+    log_path: str
+    started_at: str
+
+    @property
+    def lake_bucket(self) -> str:
+        return self.buckets["lake"]
+
+    @property
+    def table_uri(self) -> str:
+        return f"s3://{self.lake_bucket}/bronze/events"
+
+    def environment(self) -> dict[str, str]:
+        """The variables a shell (or a child process) needs to talk to this emulator."""
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint_url,
+            **EMULATOR_CREDENTIALS,
+            "AWS_DEFAULT_REGION": self.region,
+            "LAKESTACK_STREAM": self.stream_name,
+            "LAKESTACK_TABLE_URI": self.table_uri,
+        }
+
+
+def local_names(project_dir: Path | None = None) -> LocalNames:
+    """Names of the `local` stack (Pulumi.local.yaml), so the emulator and `pulumi up --stack local` agree."""
+    try:
+        from infra.config import load_stack_settings
+    except ImportError:
+        return LocalNames()
+    settings = load_stack_settings("local", project_dir=project_dir)
+    return LocalNames(
+        region=settings.region,
+        stream_name=settings.stream_name,
+        buckets=dict(settings.bucket_names),
+    )
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _wait_ready(endpoint_url: str, process: subprocess.Popen[bytes], log_path: Path) -> None:
+    deadline = time.monotonic() + _READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            tail = log_path.read_text(errors="replace")[-2000:] if log_path.exists() else ""
+            raise EmulatorError(
+                f"the emulator (moto server) exited with status {process.returncode} while starting; "
+                f"its log {log_path} ends with:\n{tail}"
+            )
+        try:
+            with urllib.request.urlopen(f"{endpoint_url}/moto-api/data.json", timeout=1):
+                return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            time.sleep(0.2)
+    process.terminate()
+    raise EmulatorError(
+        f"the emulator did not answer on {endpoint_url} within {_READY_TIMEOUT_S:.0f}s; see its log {log_path}"
+    )
+
+
+def start_server(port: int, *, log_path: Path) -> subprocess.Popen[bytes]:
+    """Start a moto server on 127.0.0.1:`port` in its own process group and wait until it answers."""
+    if port_in_use(port):
+        raise EmulatorError(
+            f"port {port} on 127.0.0.1 is already in use. Pick another with `--port N`, or stop what holds it "
+            "(if it is an emulator of ours: `lakestack local down`)."
+        )
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as log_file:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    _wait_ready(f"http://127.0.0.1:{port}", process, log_path)
+    return process
+
+
+def _client(service: str, endpoint_url: str, region: str):  # noqa: ANN202 - boto3 clients are untyped
+    import boto3
+
+    return boto3.client(
+        service,
+        endpoint_url=endpoint_url,
+        region_name=region,
+        aws_access_key_id=EMULATOR_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=EMULATOR_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+    )
+
+
+def provision(endpoint_url: str, names: LocalNames) -> None:
+    """Create the on-demand stream and the encrypted, private buckets of the local stack (idempotent)."""
+    kinesis = _client("kinesis", endpoint_url, names.region)
+    existing = kinesis.list_streams().get("StreamNames", [])
+    if names.stream_name not in existing:
+        kinesis.create_stream(StreamName=names.stream_name, StreamModeDetails={"StreamMode": "ON_DEMAND"})
+    kinesis.get_waiter("stream_exists").wait(
+        StreamName=names.stream_name, WaiterConfig={"Delay": 0.2, "MaxAttempts": 50}
+    )
+    s3 = _client("s3", endpoint_url, names.region)
+    have = {bucket["Name"] for bucket in s3.list_buckets().get("Buckets", [])}
+    for bucket in names.buckets.values():
+        if bucket in have:
+            continue
+        s3.create_bucket(Bucket=bucket)
+        # Same defaults as the cloud stacks, so local runs exercise the same request shapes.
+        s3.put_public_access_block(
+            Bucket=bucket,
+            PublicAccessBlockConfiguration={
+                "BlockPublicAcls": True,
+                "IgnorePublicAcls": True,
+                "BlockPublicPolicy": True,
+                "RestrictPublicBuckets": True,
+            },
+        )
+        s3.put_bucket_encryption(
+            Bucket=bucket,
+            ServerSideEncryptionConfiguration={
+                "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
+            },
+        )
+
+
+class Emulator:
+    """A running moto server plus the resources of the local stack; stops it on `close()`."""
+
+    def __init__(self, process: subprocess.Popen[bytes], state: EmulatorState) -> None:
+        self.process = process
+        self.state = state
+
+    @classmethod
+    def start(cls, *, port: int | None = None, names: LocalNames | None = None, log_path: Path) -> Emulator:
+        chosen = free_port() if port is None else port
+        names = names or LocalNames()
+        process = start_server(chosen, log_path=log_path)
+        endpoint_url = f"http://127.0.0.1:{chosen}"
+        try:
+            provision(endpoint_url, names)
+        except Exception:
+            _terminate(process.pid)
+            raise
+        state = EmulatorState(
+            pid=process.pid,
+            port=chosen,
+            endpoint_url=endpoint_url,
+            region=names.region,
+            stream_name=names.stream_name,
+            buckets=dict(names.buckets),
+            log_path=str(log_path),
+            started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        )
+        return cls(process, state)
+
+    def close(self) -> None:
+        _terminate(self.process.pid)
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+    def __enter__(self) -> Emulator:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+def _terminate(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+
+
+def _state_file(state_dir: Path) -> Path:
+    return state_dir / "state.json"
+
+
+def read_state(state_dir: Path = DEFAULT_STATE_DIR) -> EmulatorState | None:
+    """The running emulator started by `lakestack local up`, or None when none is running."""
+    path = _state_file(state_dir)
+    if not path.exists():
+        return None
+    try:
+        state = EmulatorState(**json.loads(path.read_text()))
+    except (ValueError, TypeError):
+        return None
+    return state if _pid_alive(state.pid) else None
+
+
+def up(*, port: int = DEFAULT_PORT, state_dir: Path = DEFAULT_STATE_DIR) -> EmulatorState:
+    """Start a detached emulator for `lakestack local up` and record it in the state file."""
+    running = read_state(state_dir)
+    if running is not None:
+        raise EmulatorError(
+            f"an emulator is already running on {running.endpoint_url} (pid {running.pid}); "
+            "use it, or stop it first with `lakestack local down`."
+        )
+    emulator = Emulator.start(port=port, names=local_names(), log_path=state_dir / "moto.log")
+    state_dir.mkdir(parents=True, exist_ok=True)
+    _state_file(state_dir).write_text(json.dumps(asdict(emulator.state), indent=2))
+    return emulator.state
+
+
+def down(state_dir: Path = DEFAULT_STATE_DIR) -> EmulatorState | None:
+    """Stop the emulator recorded in the state file. Returns what was stopped, or None if nothing ran."""
+    state = read_state(state_dir)
+    _state_file(state_dir).unlink(missing_ok=True)
+    if state is None:
+        return None
+    _terminate(state.pid)
+    deadline = time.monotonic() + 10
+    while _pid_alive(state.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return state
