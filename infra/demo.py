@@ -1,0 +1,260 @@
+"""`lakestack demo`: the whole pipeline on one machine, then a reconciled report.
+
+Emulator (moto server) -> Locust sends sales events -> Spark ingest job (Kinesis source, Delta bronze table on
+the emulator's S3 through delta-rs) runs while events flow -> drain -> reconcile the ledger of acknowledged
+event ids against the table -> report (terminal, reports/<timestamp>/report.{json,md}).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from infra import local
+from loadtest.reconcile import reconcile
+from loadtest.report import RunReport
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming import StreamingQuery
+
+_TRIGGER = "processing-time=1s"
+_DRAIN_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class DemoSettings:
+    events: int = 10_000
+    rate: float = 1_000.0
+    users: int = 4
+    port: int | None = None
+    reports_dir: Path = Path("reports")
+    keep_emulator: bool = False
+    max_records_per_shard: int = 10_000
+
+
+class Progress:
+    """One status line, rewritten in place on a terminal and printed every few seconds otherwise."""
+
+    def __init__(self, stream: TextIO = sys.stderr, *, every_s: float = 5.0) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.every_s = every_s
+        self._last = 0.0
+        self._started = time.monotonic()
+
+    def step(self, message: str) -> None:
+        self.line(message, force=True)
+        if self.tty:
+            self.stream.write("\n")
+
+    def line(self, message: str, *, force: bool = False) -> None:
+        now = time.monotonic()
+        stamp = f"[{now - self._started:6.1f}s] {message}"
+        if self.tty:
+            self.stream.write("\r\033[K" + stamp)
+            self.stream.flush()
+        elif force or now - self._last >= self.every_s:
+            self.stream.write(stamp + "\n")
+            self.stream.flush()
+            self._last = now
+
+    def done(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _count_lines(directory: Path) -> int:
+    total = 0
+    for path in directory.glob("ledger-*.jsonl"):
+        with path.open("rb") as handle:
+            total += sum(1 for _ in handle)
+    return total
+
+
+def _rows_read(query: StreamingQuery) -> tuple[int, int]:
+    progress = query.recentProgress or []
+    return sum(int(p.get("numInputRows", 0)) for p in progress), sum(
+        1 for p in progress if p.get("numInputRows")
+    )
+
+
+def _wait_for(
+    condition: Callable[[], bool], *, timeout_s: float, tick: Callable[[], None], poll_s: float = 0.5
+) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        tick()
+        time.sleep(poll_s)
+    return condition()
+
+
+def _landed_rows(table_uri: str, storage_options: dict[str, str]) -> tuple[list[str], list[float], int, int]:
+    """Event ids, latencies (event_time -> commit timestamp), file count and version of the bronze table."""
+    from deltalake import DeltaTable
+
+    from jobs.lake import get_engine
+
+    table = DeltaTable(table_uri, storage_options=storage_options)
+    commit_time = {
+        record.batch_id: record.timestamp.timestamp()
+        for record in get_engine().commits(table_uri, storage_options=storage_options)
+        if record.batch_id is not None
+    }
+    data = table.to_pyarrow_table(columns=["data", "batch_id"]).to_pydict()
+    ids: list[str] = []
+    latencies: list[float] = []
+    for payload, batch_id in zip(data["data"], data["batch_id"], strict=True):
+        event = json.loads(payload)
+        ids.append(event["event_id"])
+        committed = commit_time.get(batch_id)
+        if committed is not None:
+            sent = datetime.fromisoformat(event["event_time"].replace("Z", "+00:00")).timestamp()
+            latencies.append(committed - sent)
+    return ids, latencies, len(table.file_uris()), table.version()
+
+
+def run_demo(settings: DemoSettings, *, progress: Progress | None = None) -> RunReport:
+    """Run the demo end to end and return its report (also written under `settings.reports_dir`)."""
+    from jobs import ingest
+    from jobs.lake import storage_options_for
+    from jobs.session import build_session
+    from loadtest.ledger import read_ledger
+    from loadtest.runner import locust_command
+
+    show = progress or Progress()
+    started_at = datetime.now(UTC)
+    run_dir = settings.reports_dir / started_at.strftime("%Y%m%dT%H%M%SZ")
+    ledger_dir, checkpoint = run_dir / "ledger", run_dir / "checkpoint"
+    ledger_dir.mkdir(parents=True, exist_ok=True)
+    # The demo's own process and its children (Spark's Python workers, Locust) talk only to the emulator.
+    os.environ.update(local.EMULATOR_CREDENTIALS)
+    clock = time.monotonic()
+
+    show.step("starting the emulator (moto server: Kinesis + S3 on 127.0.0.1)")
+    names = local.local_names()
+    emulator = local.Emulator.start(port=settings.port, names=names, log_path=run_dir / "emulator.log")
+    state = emulator.state
+    os.environ["AWS_DEFAULT_REGION"] = state.region
+    table_uri = state.table_uri
+    options = storage_options_for(table_uri, endpoint_url=state.endpoint_url, region=state.region)
+    show.step(f"emulator at {state.endpoint_url}; stream {state.stream_name} (on-demand), table {table_uri}")
+    notes: list[str] = []
+    query = None
+    spark = None
+    try:
+        show.step("starting Spark (local mode) and the ingest job")
+        spark = build_session("lakestack-demo")
+        job = ingest.IngestSettings(
+            stream=state.stream_name,
+            region=state.region,
+            endpoint_url=state.endpoint_url,
+            table=table_uri,
+            checkpoint=str(checkpoint.resolve()),
+            trigger=_TRIGGER,
+            max_records_per_shard=settings.max_records_per_shard,
+        )
+        query = ingest.start(spark, job)
+
+        run_time_cap = max(60, int(4 * settings.events / settings.rate) + 30)
+        command = locust_command(
+            stream=state.stream_name,
+            region=state.region,
+            endpoint_url=state.endpoint_url,
+            ledger_dir=str(ledger_dir),
+            scenario="sales",
+            users=settings.users,
+            spawn_rate=settings.users,
+            run_time=f"{run_time_cap}s",
+            max_events=settings.events,
+            target_rate=settings.rate,
+            csv_prefix=str(run_dir / "locust"),
+            html=str(run_dir / "locust.html"),
+        )
+        show.step(
+            f"sending {settings.events:,} sales events at {settings.rate:,.0f}/s with Locust ({settings.users} users)"
+        )
+        send_started = time.monotonic()
+        with (run_dir / "locust.log").open("wb") as locust_log:
+            locust = subprocess.Popen(
+                command, stdout=locust_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
+            while locust.poll() is None:
+                rows, _ = _rows_read(query)
+                acked = _count_lines(ledger_dir)
+                show.line(f"sent {acked:,}/{settings.events:,} acknowledged | ingested {rows:,}")
+                if query.exception() is not None:
+                    locust.terminate()
+                    break
+                time.sleep(0.5)
+            locust.wait(timeout=30)
+        send_seconds = time.monotonic() - send_started
+        acked_total = _count_lines(ledger_dir)
+        if locust.returncode != 0:
+            notes.append(f"Locust exited with status {locust.returncode}; see {run_dir / 'locust.log'}")
+        show.step(
+            f"Locust done: {acked_total:,} events acknowledged in {send_seconds:.1f}s; draining the stream"
+        )
+
+        def caught_up() -> bool:
+            if query.exception() is not None:
+                return True
+            return _rows_read(query)[0] >= acked_total
+
+        def tick() -> None:
+            show.line(f"draining: ingested {_rows_read(query)[0]:,}/{acked_total:,}")
+
+        if not _wait_for(caught_up, timeout_s=_DRAIN_TIMEOUT_S, tick=tick):
+            notes.append(f"the stream was not drained within {_DRAIN_TIMEOUT_S:.0f}s")
+        # One more trigger interval: anything read twice would show up now, not after the report.
+        time.sleep(2)
+        error = query.exception()
+        query.stop()
+        if error is not None:
+            raise RuntimeError(f"the ingest query failed: {error}")
+        _, batches = _rows_read(query)
+        show.step("reconciling the ledger against the table")
+        acknowledged = [entry.event_id for entry in read_ledger(ledger_dir)]
+        landed, latencies, files, version = _landed_rows(table_uri, options)
+        result = reconcile(acknowledged, landed)
+        duration = time.monotonic() - clock
+        span = max(latencies) if latencies else None
+        report = RunReport.build(
+            result,
+            latencies_s=latencies,
+            throughput_eps=round(result.landed / (send_seconds + span), 1) if span and send_seconds else None,
+            send_rate_eps=round(acked_total / send_seconds, 1) if send_seconds else None,
+            table_uri=table_uri,
+            files=files,
+            table_version=version,
+            micro_batches=batches,
+            duration_s=round(duration, 1),
+            started_at=started_at.isoformat(timespec="seconds"),
+            notes=tuple(notes),
+        )
+    finally:
+        if query is not None and query.isActive:
+            query.stop()
+        if spark is not None:
+            spark.stop()
+        if settings.keep_emulator:
+            show.step(
+                f"emulator left running at {state.endpoint_url} (pid {state.pid}); stop it: kill {state.pid}"
+            )
+        else:
+            emulator.close()
+    show.done()
+    json_path, md_path = report.write(run_dir)
+    print(report.to_text())
+    print(f"\nreport: {md_path} and {json_path}")
+    return report
