@@ -13,7 +13,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -35,13 +35,9 @@ class EmulatorError(Exception):
 class LocalNames:
     """Physical names of the local stack's stream and buckets."""
 
-    region: str = "us-east-1"
-    stream_name: str = "lakestack-local-events"
-    buckets: Mapping[str, str] = field(
-        default_factory=lambda: {
-            role: f"lakestack-local-{role}" for role in ("lake", "checkpoints", "artifacts", "logs")
-        }
-    )
+    region: str
+    stream_name: str
+    buckets: Mapping[str, str]
 
 
 @dataclass(frozen=True)
@@ -78,10 +74,8 @@ class EmulatorState:
 
 def local_names(project_dir: Path | None = None) -> LocalNames:
     """Names of the `local` stack (Pulumi.local.yaml), so the emulator and `pulumi up --stack local` agree."""
-    try:
-        from infra.config import load_stack_settings
-    except ImportError:
-        return LocalNames()
+    from infra.config import load_stack_settings
+
     settings = load_stack_settings("local", project_dir=project_dir)
     return LocalNames(
         region=settings.region,
@@ -211,7 +205,7 @@ class Emulator:
     @classmethod
     def start(cls, *, port: int | None = None, names: LocalNames | None = None, log_path: Path) -> Emulator:
         chosen = free_port() if port is None else port
-        names = names or LocalNames()
+        names = names or local_names()
         process = start_server(chosen, log_path=log_path)
         endpoint_url = f"http://127.0.0.1:{chosen}"
         try:

@@ -1,0 +1,127 @@
+"""The `lakestack` command: local emulator control and the errors a user sees."""
+
+from __future__ import annotations
+
+import json
+import socket
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import boto3
+import pytest
+
+from infra import local
+from infra.cli import UserError, check_java, main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def lakestack(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "infra.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=120
+    )
+
+
+def test_java_missing_names_the_package_to_install(tmp_path):
+    with pytest.raises(UserError) as caught:
+        check_java({"PATH": str(tmp_path)})
+    message = str(caught.value)
+    assert "no 'java' was found" in message
+    assert "openjdk-17-jre-headless" in message
+
+
+def test_java_too_old_says_which_version_was_found(tmp_path):
+    fake = tmp_path / "java"
+    fake.write_text("#!/bin/sh\necho 'openjdk version \"11.0.21\" 2023-10-17' >&2\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    with pytest.raises(UserError, match=r"is Java 11\. install a Java 17\+ runtime"):
+        check_java({"PATH": str(tmp_path)})
+
+
+def test_java_here_is_recent_enough():
+    assert check_java() >= 17
+
+
+def test_bad_flag_is_a_clear_usage_error():
+    result = lakestack("demo", "--events", "0")
+    assert result.returncode == 2
+    assert "argument --events: expected at least 1, found 0" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_unknown_subcommand_lists_the_commands():
+    result = lakestack("deploy")
+    assert result.returncode == 2
+    assert "invalid choice: 'deploy'" in result.stderr
+    for command in ("demo", "local", "ingest", "load", "plan"):
+        assert command in result.stderr
+
+
+@pytest.mark.parametrize("command", [["demo"], ["local"], ["local", "up"], ["ingest"], ["load"], ["plan"]])
+def test_every_subcommand_has_help(command, capsys):
+    with pytest.raises(SystemExit) as caught:
+        main([*command, "--help"])
+    assert caught.value.code == 0
+    assert "usage: lakestack " + " ".join(command) in capsys.readouterr().out
+
+
+def test_local_up_on_a_taken_port_says_so(tmp_path):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        result = lakestack("local", "--state-dir", str(tmp_path), "up", "--port", str(port))
+    assert result.returncode == 2
+    assert f"port {port} on 127.0.0.1 is already in use" in result.stderr
+    assert "--port N" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_local_up_status_down_round_trip(tmp_path):
+    port = local.free_port()
+    state_dir = tmp_path / "state"
+    try:
+        up = lakestack("local", "--state-dir", str(state_dir), "up", "--port", str(port))
+        assert up.returncode == 0, up.stderr
+        assert f"export AWS_ENDPOINT_URL=http://127.0.0.1:{port}" in up.stdout
+        assert "stream  lakestack-local-events (on-demand, region us-east-1)" in up.stdout
+
+        status = lakestack("local", "--state-dir", str(state_dir), "status", "--json")
+        assert status.returncode == 0
+        state = json.loads(status.stdout)
+        assert (state["endpoint_url"], state["stream_name"], state["table_uri"]) == (
+            f"http://127.0.0.1:{port}",
+            "lakestack-local-events",
+            "s3://lakestack-local-lake/bronze/events",
+        )
+
+        endpoint = state["endpoint_url"]
+        kinesis = boto3.client("kinesis", endpoint_url=endpoint, region_name="us-east-1")
+        summary = kinesis.describe_stream_summary(StreamName="lakestack-local-events")[
+            "StreamDescriptionSummary"
+        ]
+        assert summary["StreamModeDetails"]["StreamMode"] == "ON_DEMAND"
+        s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+        buckets = sorted(b["Name"] for b in s3.list_buckets()["Buckets"])
+        assert buckets == [
+            "lakestack-local-artifacts",
+            "lakestack-local-checkpoints",
+            "lakestack-local-lake",
+            "lakestack-local-logs",
+        ]
+        block = s3.get_public_access_block(Bucket="lakestack-local-lake")["PublicAccessBlockConfiguration"]
+        assert all(block.values())
+
+        again = lakestack("local", "--state-dir", str(state_dir), "up", "--port", str(local.free_port()))
+        assert again.returncode == 2
+        assert "an emulator is already running" in again.stderr
+    finally:
+        down = lakestack("local", "--state-dir", str(state_dir), "down")
+    assert down.returncode == 0
+    assert f"emulator stopped (was http://127.0.0.1:{port})" in down.stdout
+    assert not local.port_in_use(port)
+    status = lakestack("local", "--state-dir", str(state_dir), "status")
+    assert status.returncode == 1
+    assert "not running" in status.stdout
