@@ -1,0 +1,275 @@
+"""A Kinesis producer that tells the truth: PutRecords in bounded batches, per-entry results, retries.
+
+Every PutRecords call is timed with ``time.perf_counter`` and reported to Locust once as a call
+(``PutRecords``/``call``) and once per entry (``PutRecords``/``record``: a success for each
+acknowledged entry, a failure for each throttled, failed or refused one), so Locust's statistics show
+records/s next to calls/s and throttling is never hidden behind a 200 reply.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from loadtest.errors import RecordTooLargeError, StreamNotFoundError
+from loadtest.events import Event
+
+MAX_ENTRIES_PER_CALL = 500
+MAX_BYTES_PER_CALL = 5 * 1024 * 1024
+MAX_BYTES_PER_RECORD = 1024 * 1024
+MAX_PARTITION_KEY_CHARS = 256
+THROTTLED = "ProvisionedThroughputExceededException"
+# Entry-level error codes worth another attempt; anything else (e.g. KMS access denied) is final.
+RETRYABLE_ENTRY_ERRORS = frozenset({THROTTLED, "InternalFailure", "KMSThrottlingException"})
+RETRYABLE_CALL_ERRORS = frozenset(
+    {THROTTLED, "InternalFailure", "ServiceUnavailable", "ThrottlingException", "KMSThrottlingException"}
+)
+
+RequestFire = Callable[..., None]
+
+
+def record_size(event: Event) -> int:
+    """Bytes Kinesis meters for one entry: the data blob plus the UTF-8 partition key."""
+    return len(event.data) + len(event.partition_key.encode())
+
+
+def check_event(event: Event) -> None:
+    """Refuse an event Kinesis would reject, before it is sent.
+
+    Raises:
+        RecordTooLargeError: the record is over 1 MiB or its partition key is empty or over 256 chars.
+    """
+    size = record_size(event)
+    if size > MAX_BYTES_PER_RECORD:
+        raise RecordTooLargeError(
+            f"event {event.event_id}: expected at most {MAX_BYTES_PER_RECORD} bytes (1 MiB) of data plus "
+            f"partition key per Kinesis record, found {size} bytes; it was not sent. Make the payload "
+            "smaller or split it into several events."
+        )
+    if not 1 <= len(event.partition_key) <= MAX_PARTITION_KEY_CHARS:
+        raise RecordTooLargeError(
+            f"event {event.event_id}: expected a partition key of 1 to {MAX_PARTITION_KEY_CHARS} "
+            f"characters, found {len(event.partition_key)}; it was not sent."
+        )
+
+
+def batch_events(
+    events: Iterable[Event],
+    *,
+    max_entries: int = MAX_ENTRIES_PER_CALL,
+    max_bytes: int = MAX_BYTES_PER_CALL,
+) -> Iterator[list[Event]]:
+    """Group events into PutRecords-sized batches (at most ``max_entries`` and ``max_bytes`` each).
+
+    Events are assumed to have passed :func:`check_event`, so each fits in a batch on its own.
+    """
+    batch: list[Event] = []
+    size = 0
+    for event in events:
+        event_size = record_size(event)
+        if batch and (len(batch) >= max_entries or size + event_size > max_bytes):
+            yield batch
+            batch, size = [], 0
+        batch.append(event)
+        size += event_size
+    if batch:
+        yield batch
+
+
+@dataclass(frozen=True, slots=True)
+class Acknowledged:
+    """An entry the stream accepted."""
+
+    event: Event
+    shard_id: str
+    sequence_number: str
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """An entry that was not accepted, with the stream's error code (or ours) and message."""
+
+    event: Event
+    error_code: str
+    error_message: str
+
+
+@dataclass(slots=True)
+class SendResult:
+    """What became of a batch after retries."""
+
+    acknowledged: list[Acknowledged] = field(default_factory=list)
+    failed: list[Rejected] = field(default_factory=list)
+    throttled_attempts: int = 0
+    calls: int = 0
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Full-jitter exponential backoff: sleep uniform(0, min(cap, base * 2**attempt)).
+
+    Attributes:
+        max_attempts: total PutRecords attempts per entry, the first one included.
+        base_delay: seconds; the backoff ceiling of the first retry.
+        max_delay: seconds; the backoff ceiling never grows past this.
+    """
+
+    max_attempts: int = 5
+    base_delay: float = 0.05
+    max_delay: float = 2.0
+
+    def delay(self, retry: int, rng: random.Random) -> float:
+        """Seconds to wait before retry number ``retry`` (0 for the first retry)."""
+        return rng.uniform(0, min(self.max_delay, self.base_delay * 2**retry))
+
+
+class EntryFailure(Exception):
+    """Passed to Locust's request event for each entry that was not accepted (not raised)."""
+
+
+class KinesisProducer:
+    """Sends events with PutRecords and reports every call and entry to Locust.
+
+    Args:
+        client: a boto3 Kinesis client (or anything with the same ``put_records``).
+        stream_name: the target stream.
+        fire: ``environment.events.request.fire``; None reports nothing (plain scripts).
+        retry: backoff policy for throttled and failed entries.
+        sleep: how to wait between attempts (gevent-patched ``time.sleep`` under Locust).
+        rng: randomness for the jitter.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        stream_name: str,
+        *,
+        fire: RequestFire | None = None,
+        retry: RetryPolicy | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._client = client
+        self.stream_name = stream_name
+        self._fire = fire
+        self._retry = retry or RetryPolicy()
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+
+    def _report(
+        self, name: str, started: float, elapsed_ms: float, length: int, exc: Exception | None
+    ) -> None:
+        if self._fire is not None:
+            self._fire(
+                request_type="PutRecords",
+                name=name,
+                response_time=elapsed_ms,
+                response_length=length,
+                exception=exc,
+                context={"stream": self.stream_name},
+                start_time=started,
+                url=None,
+            )
+
+    def refuse(self, event: Event, error: RecordTooLargeError) -> Rejected:
+        """Report an event that failed :func:`check_event` as a failed record (it is never sent)."""
+        self._report("record", time.time(), 0.0, record_size(event), error)
+        return Rejected(event, "RecordTooLarge", str(error))
+
+    def _call(self, batch: Sequence[Event]) -> tuple[list[dict[str, Any]] | None, Exception | None]:
+        entries = [{"Data": e.data, "PartitionKey": e.partition_key} for e in batch]
+        length = sum(record_size(e) for e in batch)
+        started = time.time()
+        t0 = time.perf_counter()
+        try:
+            reply = self._client.put_records(StreamName=self.stream_name, Records=entries)
+        except Exception as exc:  # botocore raises many unrelated types; each is reported, not swallowed.
+            elapsed = (time.perf_counter() - t0) * 1000
+            self._report("call", started, elapsed, length, exc)
+            if _error_code(exc) == "ResourceNotFoundException":
+                raise StreamNotFoundError(
+                    f"stream {self.stream_name!r}: expected it to exist at the endpoint, found none "
+                    f"({exc}). Create it (`lakestack local up`, `pulumi up`) or pass --stream."
+                ) from exc
+            return None, exc
+        elapsed = (time.perf_counter() - t0) * 1000
+        self._report("call", started, elapsed, length, None)
+        records = reply["Records"]
+        for event, rec in zip(batch, records, strict=True):
+            code = rec.get("ErrorCode")
+            if code:
+                self._report("record", started, elapsed, record_size(event), EntryFailure(f"{code}"))
+            else:
+                self._report("record", started, elapsed, record_size(event), None)
+        return records, None
+
+    def send(self, batch: Sequence[Event]) -> SendResult:
+        """Send one batch (<= 500 entries, <= 5 MiB), resending only the entries that failed.
+
+        Whole-call errors (connection reset, throttling of the call) resend the whole remainder;
+        entry errors resend exactly those entries. After ``retry.max_attempts`` attempts the rest
+        are returned as failed.
+
+        Raises:
+            StreamNotFoundError: the stream does not exist.
+        """
+        result = SendResult()
+        pending = list(batch)
+        attempt = 0
+        while pending:
+            records, exc = self._call(pending)
+            result.calls += 1
+            attempt += 1
+            retry_next: list[Event] = []
+            final: list[Rejected] = []
+            if records is None:
+                code = _error_code(exc) or type(exc).__name__
+                if code == THROTTLED:
+                    result.throttled_attempts += len(pending)
+                target = retry_next if _call_retryable(exc) else final
+                for event in pending:
+                    if target is retry_next:
+                        retry_next.append(event)
+                    else:
+                        final.append(Rejected(event, code, str(exc)))
+            else:
+                for event, rec in zip(pending, records, strict=True):
+                    code = rec.get("ErrorCode")
+                    if not code:
+                        result.acknowledged.append(Acknowledged(event, rec["ShardId"], rec["SequenceNumber"]))
+                        continue
+                    if code == THROTTLED:
+                        result.throttled_attempts += 1
+                    if code in RETRYABLE_ENTRY_ERRORS:
+                        retry_next.append(event)
+                    else:
+                        final.append(Rejected(event, code, rec.get("ErrorMessage", "")))
+            result.failed.extend(final)
+            if retry_next and attempt >= self._retry.max_attempts:
+                reason = "throttled or failed"
+                result.failed.extend(
+                    Rejected(e, "RetriesExhausted", f"{reason} on all {attempt} attempts") for e in retry_next
+                )
+                retry_next = []
+            if retry_next:
+                self._sleep(self._retry.delay(attempt - 1, self._rng))
+            pending = retry_next
+        return result
+
+
+def _error_code(exc: BaseException | None) -> str | None:
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        return response.get("Error", {}).get("Code")
+    return None
+
+
+def _call_retryable(exc: BaseException | None) -> bool:
+    code = _error_code(exc)
+    if code is not None:
+        return code in RETRYABLE_CALL_ERRORS
+    # No service error code: a transport problem (connection reset, timeout) - worth another try.
+    return True

@@ -1,0 +1,388 @@
+"""Abstract Locust users: a producer per user, a generator per user, and one coordinator per process.
+
+The locustfile only adds tasks; everything about options, budgets, pacing, the ledger and the exit
+code lives here. Importing this module registers lakestack's Locust options and event listeners.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import sys
+import time
+from typing import Any
+
+import gevent
+from gevent.event import AsyncResult
+from locust import User, events
+from locust.env import Environment
+from locust.exception import StopUser
+from locust.runners import LocalRunner, MasterRunner, WorkerRunner
+
+from loadtest.clients.kinesis import (
+    Acknowledged,
+    KinesisProducer,
+    Rejected,
+    RetryPolicy,
+    SendResult,
+    check_event,
+)
+from loadtest.errors import LoadTestError, RecordTooLargeError, StreamNotFoundError
+from loadtest.events import Event
+from loadtest.generators import Generator, make_generator
+from loadtest.ledger import LedgerEntry, LedgerWriter
+from loadtest.options import LoadSettings, add_arguments, settings_from_options
+from loadtest.partitioning import HotKeyMonitor
+from loadtest.quota import Quota
+
+logger = logging.getLogger(__name__)
+
+LEASE_MESSAGE = "lakestack_lease"
+GRANT_MESSAGE = "lakestack_grant"
+SETTLE_MESSAGE = "lakestack_settle"
+LEASE_TIMEOUT_SECONDS = 60.0
+
+
+class _Process:
+    """Per-process state shared by the users of one Locust process (local, master or worker)."""
+
+    def __init__(self, environment: Environment) -> None:
+        self.environment = environment
+        self.quota = Quota()  # the authority on local and master runners; replaced at test_start
+        self.pending: dict[int, AsyncResult] = {}
+        self.request_ids = itertools.count()
+        self.ledger: LedgerWriter | None = None
+        self.generators: list[Generator] = []
+        self.acknowledged = 0
+        self.failed = 0
+        self.limited = False
+
+    @property
+    def runner(self) -> Any:
+        return self.environment.runner
+
+    def ledger_writer(self, directory: str) -> LedgerWriter:
+        if self.ledger is None:
+            self.ledger = LedgerWriter(directory)
+        return self.ledger
+
+    def lease(self, wanted: int) -> tuple[int, float]:
+        if not self.limited:
+            return wanted, 0.0
+        if isinstance(self.runner, WorkerRunner):
+            request_id = next(self.request_ids)
+            reply = AsyncResult()
+            self.pending[request_id] = reply
+            self.runner.send_message(LEASE_MESSAGE, {"id": request_id, "n": wanted})
+            try:
+                granted, delay = reply.get(timeout=LEASE_TIMEOUT_SECONDS)
+            finally:
+                self.pending.pop(request_id, None)
+            return int(granted), float(delay)
+        return self.quota.lease(wanted)
+
+    def settle(self, acknowledged: int, failed: int) -> None:
+        self.acknowledged += acknowledged
+        self.failed += failed
+        if isinstance(self.runner, WorkerRunner):
+            self.runner.send_message(SETTLE_MESSAGE, {"acknowledged": acknowledged, "failed": failed})
+        elif self.quota.settle(acknowledged, failed):
+            _quit_soon(self.runner)
+
+
+_STATE: dict[int, _Process] = {}
+
+
+def process_state(environment: Environment) -> _Process:
+    """The shared state of this Locust process (created on first use)."""
+    state = _STATE.get(id(environment))
+    if state is None or state.environment is not environment:
+        state = _STATE[id(environment)] = _Process(environment)
+    return state
+
+
+def _quit_soon(runner: Any) -> None:
+    # Quit from a fresh greenlet: the caller is usually a user greenlet the runner is about to kill.
+    if getattr(runner, "_lakestack_quitting", False):
+        return
+    runner._lakestack_quitting = True
+    gevent.spawn(runner.quit)
+
+
+@events.init_command_line_parser.add_listener
+def _on_parser(parser: Any, **_kwargs: Any) -> None:
+    add_arguments(parser)
+
+
+@events.init.add_listener
+def _on_init(environment: Environment, **_kwargs: Any) -> None:
+    runner = environment.runner
+    state = process_state(environment)
+    if isinstance(runner, MasterRunner):
+        runner.register_message(LEASE_MESSAGE, _on_lease)
+        runner.register_message(SETTLE_MESSAGE, _on_settle)
+    elif isinstance(runner, WorkerRunner):
+        runner.register_message(GRANT_MESSAGE, _on_grant)
+    if isinstance(runner, MasterRunner | LocalRunner) and environment.parsed_options is not None:
+        try:
+            settings = settings_from_options(environment.parsed_options)
+            if any(issubclass(cls, KinesisUser) for cls in environment.user_classes):
+                check_stream(settings)
+        except LoadTestError as exc:
+            # A user mistake: say what is wrong and stop, without a stack trace.
+            sys.stderr.write(f"error: {exc}\n")
+            raise SystemExit(2) from None
+        state.limited = settings.max_events is not None or settings.target_rate is not None
+
+
+@events.test_start.add_listener
+def _on_test_start(environment: Environment, **_kwargs: Any) -> None:
+    if isinstance(environment.runner, MasterRunner | LocalRunner) and environment.parsed_options is not None:
+        settings = settings_from_options(environment.parsed_options)
+        state = process_state(environment)
+        state.quota = Quota(max_events=settings.max_events, rate=settings.target_rate)
+        state.limited = state.quota.limited
+
+
+def _on_lease(environment: Environment, msg: Any, **_kwargs: Any) -> None:
+    granted, delay = process_state(environment).quota.lease(int(msg.data["n"]))
+    environment.runner.send_message(
+        GRANT_MESSAGE, {"id": msg.data["id"], "granted": granted, "delay": delay}, client_id=msg.node_id
+    )
+
+
+def _on_grant(environment: Environment, msg: Any, **_kwargs: Any) -> None:
+    reply = process_state(environment).pending.get(msg.data["id"])
+    if reply is not None:
+        reply.set((msg.data["granted"], msg.data["delay"]))
+
+
+def _on_settle(environment: Environment, msg: Any, **_kwargs: Any) -> None:
+    state = process_state(environment)
+    if state.quota.settle(int(msg.data["acknowledged"]), int(msg.data["failed"])):
+        _quit_soon(environment.runner)
+
+
+@events.quitting.add_listener
+def _on_quitting(environment: Environment, **_kwargs: Any) -> None:
+    state = process_state(environment)
+    runner = environment.runner
+    if state.ledger is not None:
+        for index, generator in enumerate(state.generators):
+            path = (
+                state.ledger.directory
+                / f"truth-{generator.scenario}-{state.ledger.path.stem[7:]}-{index}.json"
+            )
+            path.write_text(json.dumps(generator.ground_truth(), indent=1), encoding="utf-8")
+        state.ledger.close()
+    if runner is None or runner.exceptions or environment.process_exit_code is not None:
+        return  # unhandled errors keep Locust's own exit code
+    # Throttled-then-acknowledged entries are reported as failures in the statistics (they happened),
+    # but the exit code answers "did every event get acknowledged?".
+    if isinstance(runner, WorkerRunner):
+        environment.process_exit_code = 1 if state.failed else 0
+    else:
+        environment.process_exit_code = state.quota.exit_code()
+        logger.info(
+            "lakestack: %d events acknowledged, %d failed%s",
+            state.quota.acknowledged,
+            state.quota.failed,
+            f" of {state.quota.max_events}" if state.quota.max_events else "",
+        )
+
+
+def check_stream(settings: LoadSettings) -> None:
+    """Fail early, with a clear message, when the Kinesis stream is missing or unreachable.
+
+    Raises:
+        StreamNotFoundError: the stream does not exist at the endpoint.
+        LoadTestError: the endpoint cannot be reached.
+    """
+    client = kinesis_client(settings)
+    try:
+        client.describe_stream_summary(StreamName=settings.stream)
+    except client.exceptions.ResourceNotFoundException:
+        where = settings.endpoint_url or f"AWS {settings.region}"
+        raise StreamNotFoundError(
+            f"stream {settings.stream!r}: expected it to exist at {where}, found none. Start the emulator "
+            "(`lakestack local up`) or deploy the stack, or pass the right --stream/--endpoint-url/--region."
+        ) from None
+    except Exception as exc:  # botocore's endpoint/credential errors have no common base worth naming.
+        raise LoadTestError(
+            f"stream {settings.stream!r}: expected to reach Kinesis at "
+            f"{settings.endpoint_url or settings.region}, found an error: {exc}"
+        ) from None
+
+
+def kinesis_client(settings: LoadSettings) -> Any:
+    """A boto3 Kinesis client with botocore's own retries off: we retry, and report every attempt."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "kinesis",
+        region_name=settings.region,
+        endpoint_url=settings.endpoint_url,
+        config=Config(retries={"total_max_attempts": 1}, max_pool_connections=50),
+    )
+
+
+class LakestackUser(User):
+    """A producer user: leases events, generates them, sends one batch per task, records the outcome.
+
+    Subclasses provide :meth:`make_producer` and :meth:`send`; the locustfile adds a task that calls
+    :meth:`send_batch`.
+    """
+
+    abstract = True
+
+    def __init__(self, environment: Environment) -> None:
+        super().__init__(environment)
+        self.settings: LoadSettings | None = None
+        self.generator: Generator | None = None
+        self.hot_keys = HotKeyMonitor()
+
+    def on_start(self) -> None:
+        # Options are read here, not in __init__: on a worker the master's options arrive with the spawn.
+        state = process_state(self.environment)
+        try:
+            self.settings = settings_from_options(self.environment.parsed_options)
+        except LoadTestError as exc:
+            logger.error("%s", exc)
+            self.environment.process_exit_code = 2
+            _quit_soon(self.environment.runner)
+            raise StopUser() from None
+        if isinstance(self.environment.runner, WorkerRunner):
+            # Workers learn the budget and pace with the master's options; the master holds the quota.
+            state.limited = self.settings.max_events is not None or self.settings.target_rate is not None
+        seed = None if self.settings.seed is None else self.settings.seed + len(state.generators)
+        self.generator = make_generator(
+            self.settings.scenario,
+            seed=seed,
+            partition=self.settings.partition,
+            fraud_rate=self.settings.fraud_rate,
+            out_of_order_rate=self.settings.out_of_order_rate,
+            duplicate_rate=self.settings.duplicate_rate,
+        )
+        state.generators.append(self.generator)
+        self.make_producer(self.settings)
+
+    def make_producer(self, settings: LoadSettings) -> None:
+        """Create this user's producer client."""
+        raise NotImplementedError
+
+    def send(self, events: list[Event]) -> SendResult:
+        """Send events (already checked and batch-sized) and return what became of each."""
+        raise NotImplementedError
+
+    def refuse(self, event: Event, error: RecordTooLargeError) -> Rejected:
+        """Report an event that cannot be sent as a failure."""
+        raise NotImplementedError
+
+    def send_batch(self) -> None:
+        """Lease up to ``--batch-size`` events, send them, write the ledger, settle the lease."""
+        assert self.settings is not None and self.generator is not None
+        state = process_state(self.environment)
+        granted, delay = state.lease(self.settings.batch_size)
+        if granted == 0:
+            raise StopUser()  # the run's --max-events are all leased
+        if delay > 0:
+            gevent.sleep(delay)
+        to_send: list[Event] = []
+        refused: list[Rejected] = []
+        for _ in range(granted):
+            event = self.generator.next_event()
+            try:
+                check_event(event)
+            except RecordTooLargeError as exc:
+                refused.append(self.refuse(event, exc))
+                continue
+            to_send.append(event)
+        try:
+            result = self.send(to_send) if to_send else SendResult()
+        except StreamNotFoundError as exc:
+            logger.error("%s", exc)
+            state.settle(0, granted)
+            self.environment.process_exit_code = 2
+            _quit_soon(self.environment.runner)
+            raise StopUser() from None
+        if self.settings.ledger_dir:
+            state.ledger_writer(self.settings.ledger_dir).write(_ledger_entries(result.acknowledged))
+        if self.settings.partition == "entity":
+            now = time.time()
+            for ack in result.acknowledged:
+                self.hot_keys.observe(ack.event.partition_key, now)
+        for rejected in result.failed + refused:
+            logger.warning(
+                "event %s not delivered: %s %s",
+                rejected.event.event_id,
+                rejected.error_code,
+                rejected.error_message,
+            )
+        state.settle(len(result.acknowledged), len(result.failed) + len(refused))
+
+
+def _ledger_entries(acknowledged: list[Acknowledged]) -> list[LedgerEntry]:
+    return [
+        LedgerEntry(a.event.event_id, a.event.event_time, a.shard_id, a.sequence_number) for a in acknowledged
+    ]
+
+
+class KinesisUser(LakestackUser):
+    """Sends to a Kinesis stream with PutRecords (batched, per-entry retries)."""
+
+    abstract = True
+
+    def make_producer(self, settings: LoadSettings) -> None:
+        """Create the Kinesis producer for this user."""
+        self.producer = KinesisProducer(
+            kinesis_client(settings),
+            settings.stream,
+            fire=self.environment.events.request.fire,
+            retry=RetryPolicy(max_attempts=settings.max_attempts),
+            sleep=gevent.sleep,
+        )
+
+    def send(self, events: list[Event]) -> SendResult:
+        """One PutRecords batch, retried for exactly the entries that failed."""
+        return self.producer.send(events)
+
+    def refuse(self, event: Event, error: RecordTooLargeError) -> Rejected:
+        """Report an oversized event as a failed record."""
+        return self.producer.refuse(event, error)
+
+
+class EventHubsUser(LakestackUser):
+    """Sends to an Event Hub through its Kafka endpoint (``--eventhubs-bootstrap``, connection string)."""
+
+    abstract = True
+
+    def make_producer(self, settings: LoadSettings) -> None:
+        """Create the Kafka producer for this user."""
+        from loadtest.clients.eventhubs import EventHubsProducer, kafka_config
+
+        if not settings.eventhubs_bootstrap or not settings.eventhubs_connection_string:
+            logger.error(
+                "Event Hubs: expected --eventhubs-bootstrap and --eventhubs-connection-string (or "
+                "LAKESTACK_EVENTHUBS_BOOTSTRAP / LAKESTACK_EVENTHUBS_CONNECTION_STRING), found them unset."
+            )
+            self.environment.process_exit_code = 2
+            _quit_soon(self.environment.runner)
+            raise StopUser()
+        self.producer = EventHubsProducer.from_config(
+            kafka_config(settings.eventhubs_bootstrap, settings.eventhubs_connection_string),
+            settings.stream,
+            fire=self.environment.events.request.fire,
+        )
+
+    def send(self, events: list[Event]) -> SendResult:
+        """Produce the events and wait for their delivery reports."""
+        return self.producer.send(events)
+
+    def refuse(self, event: Event, error: RecordTooLargeError) -> Rejected:
+        """Report an oversized event as a failed record."""
+        return self.producer.refuse(event, error)
+
+
+__all__ = ["EventHubsUser", "KinesisUser", "LakestackUser", "check_stream", "kinesis_client", "process_state"]
