@@ -1,0 +1,190 @@
+"""End-to-end tests of the Kinesis source against the embedded emulator (moto server)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import boto3
+import pyarrow.parquet as pq
+import pytest
+from moto.kinesis import models as moto_kinesis
+
+from jobs.sources import (
+    SourceSettingsError,
+    StreamNotFoundError,
+    read_kinesis_stream,
+    read_source_metrics,
+)
+
+
+def _open_shard_for_key(self, partition_key, explicit_hash_key):
+    # moto routes writes to the first shard whose hash range matches, closed parents included.
+    key = (
+        int(explicit_hash_key)
+        if explicit_hash_key
+        else int(moto_kinesis.md5_hash(partition_key.encode()).hexdigest(), 16)
+    )
+    for shard in self.shards.values():
+        if shard.is_open and shard.starting_hash <= key <= shard.ending_hash:
+            return shard
+    raise AssertionError(f"no open shard for hash {key}")
+
+
+def _split_like_aws(self, shard_to_split, new_starting_hash_key):
+    # moto moves the parent's records into the children (duplicating data); AWS keeps them in the parent.
+    shard = self.shards[shard_to_split]
+    start = int(new_starting_hash_key)
+    last = max(s._shard_id for s in self.shards.values())
+    for index, (low, high) in enumerate(((shard.starting_hash, start - 1), (start, shard.ending_hash)), 1):
+        child = moto_kinesis.Shard(last + index, low, high, parent=shard.shard_id)
+        self.shards[child.shard_id] = child
+    shard.is_open = False
+
+
+def _merge_like_aws(self, shard_to_merge, adjacent_shard_to_merge):
+    # moto copies both parents' records into the child; AWS keeps them in the parents.
+    first, second = self.shards[shard_to_merge], self.shards[adjacent_shard_to_merge]
+    last = max(s._shard_id for s in self.shards.values())
+    child = moto_kinesis.Shard(
+        last + 1,
+        min(first.starting_hash, second.starting_hash),
+        max(first.ending_hash, second.ending_hash),
+        parent=first.shard_id,
+        adjacent_parent=second.shard_id,
+    )
+    self.shards[child.shard_id] = child
+    first.is_open = second.is_open = False
+
+
+@pytest.fixture
+def aws_resharding(monkeypatch):
+    """Make the in-process emulator reshard like AWS: parents keep their records, writes go to open shards."""
+    monkeypatch.setattr(moto_kinesis.Stream, "get_shard_for_key", _open_shard_for_key)
+    monkeypatch.setattr(moto_kinesis.Stream, "split_shard", _split_like_aws)
+    monkeypatch.setattr(moto_kinesis.Stream, "merge_shards", _merge_like_aws)
+
+
+@pytest.fixture
+def kinesis(moto_endpoint):
+    return boto3.client("kinesis", region_name="us-east-1", endpoint_url=moto_endpoint)
+
+
+def _create_stream(kinesis, name: str, shards: int = 4) -> list[str]:
+    kinesis.create_stream(StreamName=name, ShardCount=shards)
+    return [s["ShardId"] for s in kinesis.list_shards(StreamName=name)["Shards"]]
+
+
+def _put(kinesis, name: str, events: list[tuple[str, bytes]]) -> None:
+    for offset in range(0, len(events), 500):
+        chunk = events[offset : offset + 500]
+        reply = kinesis.put_records(
+            StreamName=name, Records=[{"PartitionKey": key, "Data": data} for key, data in chunk]
+        )
+        assert reply["FailedRecordCount"] == 0
+
+
+def _events(start: int, stop: int, keys: int = 8) -> list[tuple[str, bytes]]:
+    return [(f"k{i % keys}", f"{i}".encode()) for i in range(start, stop)]
+
+
+class Run:
+    """One streaming query from the source into per-batch parquet files (idempotent on batch id)."""
+
+    def __init__(self, spark, tmp_path: Path, stream: str, endpoint: str, **options) -> None:
+        self.spark, self.stream, self.endpoint, self.options = spark, stream, endpoint, options
+        self.checkpoint = str(tmp_path / "checkpoint")
+        self.out = tmp_path / "out"
+
+    def drain(self, *, batches_before_stop: int | None = None) -> None:
+        df = read_kinesis_stream(
+            self.spark,
+            stream_name=self.stream,
+            region="us-east-1",
+            checkpoint_location=self.checkpoint,
+            endpoint_url=self.endpoint,
+            **self.options,
+        )
+        out = self.out
+
+        def sink(batch, batch_id: int) -> None:
+            batch.write.mode("overwrite").parquet(str(out / f"batch={batch_id:06d}"))
+
+        query = df.writeStream.foreachBatch(sink).option("checkpointLocation", self.checkpoint).start()
+        try:
+            query.processAllAvailable()
+        finally:
+            query.stop()
+
+    def rows(self) -> list[dict]:
+        if not self.out.exists():
+            return []
+        table = pq.read_table(str(self.out))
+        rows = table.to_pylist()
+        return sorted(rows, key=lambda r: (r["batch"], r["shard_id"], int(r["sequence_number"])))
+
+
+def test_reads_every_record_once_with_capped_batches(spark, moto_endpoint, kinesis, unique_name, tmp_path):
+    _create_stream(kinesis, unique_name)
+    _put(kinesis, unique_name, _events(0, 300))
+    run = Run(spark, tmp_path, unique_name, moto_endpoint, max_records_per_shard=50)
+    run.drain()
+    rows = run.rows()
+    assert sorted(int(r["data"]) for r in rows) == list(range(300))
+    per_batch_shard: dict[tuple, int] = {}
+    for r in rows:
+        per_batch_shard[(r["batch"], r["shard_id"])] = per_batch_shard.get((r["batch"], r["shard_id"]), 0) + 1
+    assert max(per_batch_shard.values()) <= 50
+    metrics = read_source_metrics(run.checkpoint)
+    assert sum(m["records"] for m in metrics) == 300
+    assert {m["stream"] for m in metrics} == {unique_name}
+
+    # A restart on the same checkpoint adds nothing; new records after it land once.
+    run.drain()
+    assert len(run.rows()) == 300
+    _put(kinesis, unique_name, _events(300, 340))
+    run.drain()
+    assert sorted(int(r["data"]) for r in run.rows()) == list(range(340))
+
+
+def test_missing_stream_names_stream_and_region(spark, moto_endpoint, unique_name, tmp_path):
+    run = Run(spark, tmp_path, unique_name + "-missing", moto_endpoint)
+    with pytest.raises(Exception, match=r"(?s)StreamNotFoundError.*t-.*-missing.*us-east-1"):
+        run.drain()
+    assert StreamNotFoundError.__name__ == "StreamNotFoundError"
+
+
+@pytest.mark.parametrize("value", ["earliest", "at-timestamp=yesterday", ""])
+def test_invalid_starting_position_is_a_settings_error(spark, value):
+    with pytest.raises(SourceSettingsError, match="starting position"):
+        read_kinesis_stream(
+            spark, stream_name="s", region="us-east-1", checkpoint_location="unused", starting_position=value
+        )
+
+
+def test_at_timestamp_and_latest_start_where_they_should(
+    spark, moto_endpoint, kinesis, unique_name, tmp_path
+):
+    _create_stream(kinesis, unique_name, shards=2)
+    _put(kinesis, unique_name, _events(0, 20))
+    middle = dt.datetime.now(dt.UTC)
+    # Arrival timestamps are taken by the emulator's clock: wait until it is surely past `middle`.
+    while dt.datetime.now(dt.UTC) <= middle + dt.timedelta(milliseconds=5):
+        pass
+    _put(kinesis, unique_name, _events(20, 30))
+    at_ts = Run(
+        spark,
+        tmp_path / "ts",
+        unique_name,
+        moto_endpoint,
+        starting_position=f"at-timestamp={middle.isoformat()}",
+    )
+    at_ts.drain()
+    assert sorted(int(r["data"]) for r in at_ts.rows()) == list(range(20, 30))
+
+    latest = Run(spark, tmp_path / "latest", unique_name, moto_endpoint, starting_position="latest")
+    latest.drain()
+    assert latest.rows() == []
+    _put(kinesis, unique_name, _events(30, 36))
+    latest.drain()
+    assert sorted(int(r["data"]) for r in latest.rows()) == list(range(30, 36))
