@@ -88,3 +88,13 @@ def read_metrics(checkpoint: str, s3_client: Callable[[], Any]) -> list[dict[str
     store = _Store(checkpoint, s3_client)
     names = [n for n in store.list(METRICS_DIR) if n.startswith("batch-") and n.endswith(".json")]
     return [json.loads(store.read(f"{METRICS_DIR}/{n}")) for n in names]
+
+
+def pinned_start(checkpoint: str, start: str, s3_client: Callable[[], Any]) -> str:
+    """The start spec recorded for this checkpoint; records ``start`` there on first use."""
+    store = _Store(checkpoint, s3_client)
+    rel = "sources/kinesis/start.json"
+    if rel.split("/")[-1] in store.list("sources/kinesis"):
+        return json.loads(store.read(rel))["start"]
+    store.write(rel, json.dumps({"start": start}))
+    return start

@@ -28,7 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType, TimestampType
 
-from jobs.sources._checkpoint import last_logged_offset, read_metrics, write_metrics
+from jobs.sources._checkpoint import last_logged_offset, pinned_start, read_metrics, write_metrics
 from jobs.sources._client import CallStats, RetryPolicy, call_with_retry, explain_access_error, make_client
 from jobs.sources._shards import ShardInfo, ShardRead, ShardReader, list_shards
 from jobs.sources.errors import DataLossError, SourceSettingsError
@@ -185,11 +185,12 @@ class KinesisStreamReader(DataSourceStreamReader):
 
     def __init__(self, settings: KinesisSourceSettings) -> None:
         self._settings = settings
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._client: Any = None
         self._position: dict[str, Any] | None = None
         self._next_batch = 0
         self._prefetch: dict[tuple[str, str | None, str], bytes] = {}
+        self._initial_offset: dict[str, Any] | None = None
 
     # The reader is pickled to executors for read(): ship settings only, never clients or prefetched rows.
     def __getstate__(self) -> dict[str, Any]:
@@ -242,18 +243,27 @@ class KinesisStreamReader(DataSourceStreamReader):
                 self._next_batch = logged[0] + 1
                 self._position = logged[1]
             else:
-                self._position = self.initialOffset()
+                self._position = self._initial()
         return self._position
 
+    def _initial(self) -> dict[str, Any]:
+        if self._initial_offset is None:
+            s = self._settings
+            # The start spec is pinned next to the checkpoint the first time: "latest" means the moment the
+            # query first ran, even when it stopped before its first batch and Spark logged no offset.
+            start = pinned_start(s.checkpoint_location, s.start, self._s3)
+            shards = list_shards(self._kinesis(), s.stream_name, self._call)
+            self._initial_offset = {
+                "stream": s.stream_name,
+                "shards": {
+                    info.shard_id: {"seq": None, "from": start, "done": False, "ts": None} for info in shards
+                },
+            }
+        return self._initial_offset
+
     def initialOffset(self) -> dict[str, Any]:
-        s = self._settings
-        shards = list_shards(self._kinesis(), s.stream_name, self._call)
-        return {
-            "stream": s.stream_name,
-            "shards": {
-                info.shard_id: {"seq": None, "from": s.start, "done": False, "ts": None} for info in shards
-            },
-        }
+        with self._lock:
+            return self._initial()
 
     def latestOffset(self) -> dict[str, Any]:
         with self._lock:
