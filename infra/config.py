@@ -68,7 +68,6 @@ class ClusterSettings:
     release_label: str = DEFAULT_RELEASE_LABEL
     idle_timeout_minutes: int = 60
     max_workers: int = 0
-    subnet_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -193,7 +192,7 @@ def parse_settings(
         "lakestack:cluster",
         config.get("cluster"),
         where=where,
-        fields=("enabled", "instanceType", "releaseLabel", "idleTimeoutMinutes", "maxWorkers", "subnetId"),
+        fields=("enabled", "instanceType", "releaseLabel", "idleTimeoutMinutes", "maxWorkers"),
     )
     instance_type = cluster_raw.get("instanceType", "m5.xlarge")
     if instance_type not in INSTANCE_TYPES:
@@ -221,11 +220,6 @@ def parse_settings(
             f"an EMR release label such as {DEFAULT_RELEASE_LABEL}",
             where=where,
         )
-    subnet = cluster_raw.get("subnetId")
-    if subnet is not None and (not isinstance(subnet, str) or not subnet.startswith("subnet-")):
-        raise ConfigError(
-            "lakestack:cluster.subnetId", subnet, "a private subnet id such as subnet-0abc...", where=where
-        )
     cluster = ClusterSettings(
         enabled=_bool("lakestack:cluster.enabled", cluster_raw.get("enabled", True), where=where),
         instance_type=instance_type,
@@ -245,7 +239,6 @@ def parse_settings(
             where=where,
             allowed=f"an integer >= {workers} (the workers parallelism {parallelism} needs at {per_worker} per worker)",
         ),
-        subnet_id=subnet,
     )
 
     stream_raw = _mapping(

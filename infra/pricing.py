@@ -58,8 +58,7 @@ def estimate_hourly_cost(settings: StackSettings, *, prices: dict[str, Any] | No
         # One primary node (same type) plus the core nodes; the NAT gateway gives the private subnet its way out.
         lines["cluster_primary"] = node
         lines["cluster_core"] = node * settings.sizing.workers
-        if settings.cluster.subnet_id is None:
-            lines["nat_gateway"] = table["nat_gateway_hourly"]
+        lines["nat_gateway"] = table["nat_gateway_hourly"]
     if settings.stream.mode == "provisioned":
         lines["stream_shards"] = table["kinesis_shard_hourly"] * (settings.stream.shards or 0)
     else:

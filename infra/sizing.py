@@ -41,9 +41,9 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
     )
 }
 
-# Room left on every core node for the YARN application master of a client-mode job (512 MB heap plus its
-# 384 MB minimum overhead, rounded up): without it the last executor container would not fit beside the AM.
-AM_RESERVE_MB = 1024
+# Room left on every core node for a cluster-mode driver (it is the YARN application master: 1 GB heap plus
+# 384 MB overhead, rounded up by YARN): without it the driver would not fit beside a node's executor.
+AM_RESERVE_MB = 2048
 # Spark keeps off-heap memory (Python workers, Arrow buffers, netty) outside the heap; 10% of the heap is
 # Spark's own default factor and what the PySpark-heavy jobs here need at least: heap = container * 10 / 11.
 OVERHEAD_PERCENT = 10

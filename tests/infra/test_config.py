@@ -21,11 +21,8 @@ def test_dev_stack_settings_read_without_pulumi_cli():
         "artifacts": "lakestack-dev-artifacts",
         "logs": "lakestack-dev-logs",
     }
-    assert (settings.sizing.workers, settings.sizing.executor_cores, settings.sizing.executor_memory_gb) == (
-        2,
-        4,
-        10,
-    )
+    sizing = settings.sizing
+    assert (sizing.workers, sizing.executor_cores, sizing.executor_memory_gb) == (2, 4, 9)
     assert settings.cluster.max_workers == 4
     assert settings.pipelines == ("ingest",)
     assert settings.endpoint_url is None
@@ -44,12 +41,12 @@ def test_local_stack_points_at_the_emulator_and_declares_no_cluster():
 @pytest.mark.parametrize(
     ("parallelism", "per_worker", "instance", "expected"),
     [
-        (1, 4, "m5.xlarge", (1, 4, 10, 1024)),
-        (8, 4, "m5.xlarge", (2, 4, 10, 1024)),
-        (9, 4, "m5.xlarge", (3, 4, 10, 1024)),
-        (16, 8, "m5.2xlarge", (2, 8, 20, 3072)),
-        (6, 2, "r5.xlarge", (3, 2, 20, 3072)),
-        (64, 16, "m5.4xlarge", (4, 16, 50, 5120)),
+        (1, 4, "m5.xlarge", (1, 4, 9, 1024)),
+        (8, 4, "m5.xlarge", (2, 4, 9, 1024)),
+        (9, 4, "m5.xlarge", (3, 4, 9, 1024)),
+        (16, 8, "m5.2xlarge", (2, 8, 20, 2048)),
+        (6, 2, "r5.xlarge", (3, 2, 20, 2048)),
+        (64, 16, "m5.4xlarge", (4, 16, 49, 5120)),
     ],
 )
 def test_sizing_follows_the_kpu_rule(parallelism, per_worker, instance, expected):

@@ -1,0 +1,274 @@
+"""Job artifacts for the cluster: the project wheel, a packed environment, a launcher, all under a content hash.
+
+The environment is the project's runtime dependencies installed for the cluster's Python (3.11) and CPU
+architecture with ``pip install --target --platform ... --only-binary=:all:``, packed as a tarball that
+spark-submit ships with ``--archives``: YARN unpacks it next to the driver and every executor, so a new
+job version needs no bootstrap action and no new cluster. pyspark is left out: the cluster provides Spark.
+
+The content hash covers the job sources (``jobs/``), the dependency list, the target and the launcher; the
+wheel's own bytes carry build timestamps, so they are not hashed. Changing job code changes the hash, the
+S3 keys, and therefore the EMR steps: ``pulumi up`` redeploys.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import tomllib
+import zipfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from infra.errors import ArtifactError
+from infra.sizing import Architecture
+
+CLUSTER_PYTHON = "3.11"
+# Spark and the tools that only run on the user's machine stay out of the cluster environment.
+NOT_ON_CLUSTER = frozenset(
+    {"pyspark", "moto", "locust", "pulumi", "pulumi-aws", "pulumi-azure-native", "delta-spark"}
+)
+LAUNCHER_NAME = "run_job.py"
+LAUNCHER = '''"""spark-submit entry: `run_job.py <job> [flags]` runs `python -m jobs <job> [flags]` from the packed environment."""
+
+import sys
+
+from jobs.__main__ import main
+
+sys.exit(main(sys.argv[1:]))
+'''
+_IGNORED_PARTS = {"__pycache__", ".pytest_cache", ".ruff_cache"}
+
+
+@dataclass(frozen=True)
+class JobArtifacts:
+    """Files to upload and the hash their S3 keys are built from."""
+
+    content_hash: str
+    wheel: Path
+    environment: Path
+    launcher: Path
+
+    @property
+    def key_prefix(self) -> str:
+        """S3 key prefix of this version's artifacts, e.g. ``jobs/3f2a.../``."""
+        return f"jobs/{self.content_hash}/"
+
+
+def cluster_requirements(pyproject: Path) -> tuple[str, ...]:
+    """The project's dependencies minus those the cluster provides or never needs."""
+    deps = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
+    kept = []
+    for dep in deps:
+        name = re.split(r"[<>=!~;\[ ]", dep, maxsplit=1)[0].strip().lower()
+        if name not in NOT_ON_CLUSTER:
+            kept.append(dep)
+    return tuple(sorted(kept))
+
+
+def _source_files(root: Path) -> Iterable[Path]:
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and not _IGNORED_PARTS.intersection(path.parts) and path.suffix != ".pyc":
+            yield path
+
+
+def source_hash(
+    project_dir: Path,
+    *,
+    requirements: Sequence[str],
+    architecture: Architecture,
+    packages: Sequence[str] = ("jobs",),
+) -> str:
+    """A 16-hex-digit digest of the job sources and everything else that shapes the artifacts.
+
+    Args:
+        project_dir: the repository root (holding ``jobs/``).
+        requirements: the dependency specifiers packed for the cluster.
+        architecture: the cluster's CPU architecture.
+        packages: top-level folders whose files are hashed.
+    """
+    digest = hashlib.sha256()
+    digest.update(f"python={CLUSTER_PYTHON};arch={architecture};launcher={LAUNCHER}\n".encode())
+    for requirement in requirements:
+        digest.update(f"req={requirement}\n".encode())
+    for package in packages:
+        root = project_dir / package
+        if not root.is_dir():
+            raise ArtifactError(
+                f"expected the job package at {root}; found no such folder. Run from a checkout."
+            )
+        for path in _source_files(root):
+            digest.update(path.relative_to(project_dir).as_posix().encode() + b"\0")
+            digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def _run(command: Sequence[str], *, what: str) -> None:
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-15:])
+        raise ArtifactError(
+            f"{what} failed (exit {result.returncode}) running: {' '.join(command)}\n{tail}\n"
+            "Check network access to PyPI and that every dependency has a manylinux wheel for the target."
+        )
+
+
+def _deterministic_tar(source: Path, target: Path) -> None:
+    # Fixed owner and mtime so the same files always give the same tarball bytes.
+    def normalise(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        info.mtime = 0
+        return info
+
+    with tarfile.open(target, "w:gz", format=tarfile.PAX_FORMAT) as tar:
+        for path in sorted(source.rglob("*")):
+            if "__pycache__" in path.parts:
+                continue
+            tar.add(path, arcname=path.relative_to(source).as_posix(), recursive=False, filter=normalise)
+
+
+def build_artifacts(
+    project_dir: Path,
+    out_dir: Path,
+    *,
+    architecture: Architecture,
+    python: str = sys.executable,
+) -> JobArtifacts:
+    """Build (or reuse, when the hash is unchanged) the wheel, the packed environment and the launcher.
+
+    Downloads the dependencies' Linux wheels from the package index the first time a hash is built.
+
+    Args:
+        project_dir: the repository root.
+        out_dir: cache folder; each version lands in ``out_dir/<hash>/``.
+        architecture: the cluster's CPU architecture (``x86_64`` or ``aarch64``).
+        python: the interpreter whose pip builds the artifacts.
+
+    Raises:
+        ArtifactError: pip failed; the message carries its last lines.
+    """
+    requirements = cluster_requirements(project_dir / "pyproject.toml")
+    content_hash = source_hash(project_dir, requirements=requirements, architecture=architecture)
+    target = out_dir / content_hash
+    launcher = target / LAUNCHER_NAME
+    environment = target / "environment.tar.gz"
+    wheels = sorted(target.glob("*.whl")) if target.is_dir() else []
+    if launcher.is_file() and environment.is_file() and wheels:
+        return JobArtifacts(content_hash, wheels[0], environment, launcher)
+
+    with tempfile.TemporaryDirectory(prefix="lakestack-artifacts-") as scratch:
+        work = Path(scratch)
+        _run(
+            [
+                python,
+                "-m",
+                "pip",
+                "wheel",
+                "--no-deps",
+                "--no-build-isolation",
+                "-q",
+                "-w",
+                str(work / "dist"),
+                str(project_dir),
+            ],
+            what="building the project wheel",
+        )
+        (wheel,) = (work / "dist").glob("*.whl")
+        site = work / "environment"
+        _run(
+            [
+                python,
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--target",
+                str(site),
+                "--platform",
+                f"manylinux2014_{architecture}",
+                "--python-version",
+                CLUSTER_PYTHON,
+                "--implementation",
+                "cp",
+                "--only-binary=:all:",
+                *requirements,
+                str(wheel),
+            ],
+            what=f"installing the cluster environment (Python {CLUSTER_PYTHON}, {architecture})",
+        )
+        staging = out_dir / f".{content_hash}.partial"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        shutil.copy2(wheel, staging / wheel.name)
+        _deterministic_tar(site, staging / environment.name)
+        (staging / LAUNCHER_NAME).write_text(LAUNCHER)
+        # Rename last: a half-built folder is never mistaken for a finished one on the next run.
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(staging, target)
+    return JobArtifacts(content_hash, target / wheel.name, environment, launcher)
+
+
+def tls_domain(region: str) -> str:
+    """The private DNS domain of EC2 instances in ``region`` (what the node certificates must cover)."""
+    return "ec2.internal" if region == "us-east-1" else f"{region}.compute.internal"
+
+
+def tls_certificates(cache_dir: Path, *, region: str) -> Path:
+    """A zip of PEM files for EMR in-transit encryption, generated once and then reused.
+
+    Reusing the file keeps the security configuration, and so the cluster, from being replaced on every
+    ``pulumi up``. The certificate is self-signed for ``*.<region private domain>``, valid 5 years.
+    """
+    target = cache_dir / f"emr-tls-{region}.zip"
+    if target.is_file():
+        return target
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import NameOID
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"*.{tls_domain(region)}")])
+    now = datetime.now(UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(days=1))
+        .not_valid_after(now + timedelta(days=5 * 365))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(f"*.{tls_domain(region)}")]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    cert_pem = cert.public_bytes(serialization.Encoding.PEM)
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    )
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        # The file names EMR looks for in a PEM certificate zip.
+        archive.writestr("privateKey.pem", key_pem)
+        archive.writestr("certificateChain.pem", cert_pem)
+        archive.writestr("trustedCertificates.pem", cert_pem)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(".partial")
+    partial.write_bytes(buffer.getvalue())
+    os.replace(partial, target)
+    return target
+
+
+def file_digest(path: Path) -> str:
+    """First 16 hex digits of a file's SHA-256."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]

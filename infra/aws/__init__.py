@@ -1,0 +1,1 @@
+"""AWS component resources of the lakestack program: one component per module."""

@@ -1,0 +1,160 @@
+"""IAM for the cluster: the EMR service role (v2 managed policy) and an instance profile that can reach this
+stack's stream, buckets, key and Glue database, and nothing else."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from infra.aws._policy import assume_role, document, statement
+
+EMR_SERVICE_POLICY_V2 = "arn:aws:iam::aws:policy/service-role/AmazonEMRServicePolicy_v2"
+METRICS_NAMESPACE = "lakestack"
+
+
+@dataclass(frozen=True)
+class ClusterRolesArgs:
+    """Inputs of :class:`ClusterRoles`. ``bucket_arns`` maps role (lake, checkpoints, artifacts, logs) to ARN."""
+
+    stream_arn: pulumi.Input[str]
+    bucket_arns: Mapping[str, pulumi.Input[str]]
+    kms_key_arn: pulumi.Input[str]
+    glue_database: pulumi.Input[str]
+    region: str
+    account_id: pulumi.Input[str]
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
+def _objects(arn: pulumi.Input[str]) -> pulumi.Output[str]:
+    return pulumi.Output.from_input(arn).apply(lambda a: f"{a}/*")
+
+
+def instance_policy_statements(args: ClusterRolesArgs) -> list[dict[str, Any]]:
+    """The instance role's statements: every data action is limited to this stack's ARNs."""
+    buckets = args.bucket_arns
+    glue_base = pulumi.Output.all(args.account_id, args.glue_database).apply(
+        lambda v: (f"arn:aws:glue:{args.region}:{v[0]}", v[1])
+    )
+    return [
+        statement(
+            "ReadStream",
+            [
+                "kinesis:DescribeStream",
+                "kinesis:DescribeStreamSummary",
+                "kinesis:ListShards",
+                "kinesis:GetShardIterator",
+                "kinesis:GetRecords",
+            ],
+            [args.stream_arn],
+        ),
+        statement("ListBuckets", ["s3:ListBucket", "s3:GetBucketLocation"], list(buckets.values())),
+        # Delta tables and checkpoints are rewritten and vacuumed: read, write and delete.
+        statement(
+            "ReadWriteTablesAndCheckpoints",
+            ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
+            [_objects(buckets["lake"]), _objects(buckets["checkpoints"])],
+        ),
+        # Artifacts are written by `pulumi up` only; the cluster reads them.
+        statement("ReadArtifacts", ["s3:GetObject"], [_objects(buckets["artifacts"])]),
+        statement("WriteLogs", ["s3:PutObject", "s3:GetObject"], [_objects(buckets["logs"])]),
+        statement(
+            "UseStackKey",
+            ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey"],
+            [args.kms_key_arn],
+        ),
+        statement(
+            "UseGlueDatabase",
+            [
+                "glue:GetDatabase",
+                "glue:GetTable",
+                "glue:GetTables",
+                "glue:CreateTable",
+                "glue:UpdateTable",
+                "glue:GetPartitions",
+            ],
+            [
+                glue_base.apply(lambda b: f"{b[0]}:catalog"),
+                glue_base.apply(lambda b: f"{b[0]}:database/{b[1]}"),
+                glue_base.apply(lambda b: f"{b[0]}:table/{b[1]}/*"),
+            ],
+        ),
+        # PutMetricData has no resource-level permissions; the namespace condition is how it is scoped.
+        statement(
+            "PublishJobMetrics",
+            ["cloudwatch:PutMetricData"],
+            ["*"],
+            condition={"StringEquals": {"cloudwatch:namespace": METRICS_NAMESPACE}},
+        ),
+    ]
+
+
+class ClusterRoles(pulumi.ComponentResource):
+    """EMR service role and instance profile. Outputs: ``service_role_arn``, ``instance_profile_arn``,
+    ``instance_profile_name``, ``instance_role_arn``."""
+
+    def __init__(self, name: str, args: ClusterRolesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("lakestack:aws:ClusterRoles", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        instance_role = aws.iam.Role(
+            f"{name}-instance-role",
+            assume_role_policy=assume_role("ec2.amazonaws.com"),
+            tags=dict(args.tags),
+            opts=child,
+        )
+        aws.iam.RolePolicy(
+            f"{name}-instance-access",
+            role=instance_role.id,
+            policy=document(instance_policy_statements(args)),
+            opts=child,
+        )
+        profile = aws.iam.InstanceProfile(f"{name}-instance-profile", role=instance_role.name, opts=child)
+        service_role = aws.iam.Role(
+            f"{name}-service-role",
+            assume_role_policy=assume_role("elasticmapreduce.amazonaws.com"),
+            tags=dict(args.tags),
+            opts=child,
+        )
+        # The v2 policy acts only on resources tagged for-use-with-amazon-emr-managed-policies=true (see network).
+        aws.iam.RolePolicyAttachment(
+            f"{name}-service-policy", role=service_role.name, policy_arn=EMR_SERVICE_POLICY_V2, opts=child
+        )
+        aws.iam.RolePolicy(
+            f"{name}-service-access",
+            role=service_role.id,
+            policy=document(
+                [
+                    # The v2 policy does not include passing the instance role: grant exactly that one.
+                    statement("PassInstanceRole", ["iam:PassRole"], [instance_role.arn]),
+                    # Encrypting the nodes' EBS volumes with the stack key happens under the service role.
+                    statement(
+                        "EncryptClusterDisks",
+                        [
+                            "kms:CreateGrant",
+                            "kms:Decrypt",
+                            "kms:Encrypt",
+                            "kms:GenerateDataKeyWithoutPlaintext",
+                            "kms:ReEncryptFrom",
+                            "kms:ReEncryptTo",
+                            "kms:DescribeKey",
+                        ],
+                        [args.kms_key_arn],
+                    ),
+                ]
+            ),
+            opts=child,
+        )
+        self.service_role_arn: pulumi.Output[str] = service_role.arn
+        self.instance_role_arn: pulumi.Output[str] = instance_role.arn
+        self.instance_profile_arn: pulumi.Output[str] = profile.arn
+        self.instance_profile_name: pulumi.Output[str] = profile.name
+        self.register_outputs(
+            {
+                "service_role_arn": self.service_role_arn,
+                "instance_role_arn": self.instance_role_arn,
+                "instance_profile_arn": self.instance_profile_arn,
+            }
+        )

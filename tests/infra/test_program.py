@@ -1,0 +1,381 @@
+"""The whole program for the dev and local stacks, under Pulumi's mocks: resources, their inputs, outputs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pulumi_mocks import ACCOUNT, Run, execute_program, fake_artifacts, stack_config
+
+from infra.errors import ConfigError, NotBuiltError
+
+DATA_ACTION_PREFIXES = ("kinesis:", "s3:", "kms:", "glue:")
+
+
+@pytest.fixture(scope="module")
+def dev(tmp_path_factory):
+    # One run shared by the read-only assertions below.
+    return execute_program(stack_config("dev"), tmp_path=tmp_path_factory.mktemp("dev"))
+
+
+def test_exports_the_contracted_outputs(dev):
+    assert dev.exports == {
+        "stream_name": "lakestack-dev-events",
+        "stream_arn": f"arn:aws:kinesis:us-east-1:{ACCOUNT}:stream/lakestack-dev-events",
+        "region": "us-east-1",
+        "lake_bucket": "lakestack-dev-lake",
+        "checkpoint_bucket": "lakestack-dev-checkpoints",
+        "artifact_bucket": "lakestack-dev-artifacts",
+        "log_bucket": "lakestack-dev-logs",
+        "cluster_id": "j-MOCKCLUSTER",
+        "dashboard_url": "https://us-east-1.console.aws.amazon.com/cloudwatch/home?region=us-east-1#dashboards:name=lakestack-dev",
+        "table_uri": "s3://lakestack-dev-lake/bronze/events",
+    }
+
+
+def test_stream_is_on_demand_kms_encrypted_with_retention(dev):
+    stream = dev.one("aws:kinesis/stream:Stream").inputs
+    assert stream["name"] == "lakestack-dev-events"
+    assert stream["streamModeDetails"] == {"streamMode": "ON_DEMAND"}
+    assert "shardCount" not in stream
+    assert stream["encryptionType"] == "KMS"
+    assert stream["kmsKeyId"] == f"arn:aws:kms:us-east-1:{ACCOUNT}:key/key-1234"
+    assert stream["retentionPeriod"] == 24
+
+
+def test_provisioned_stream_gets_its_shards(run_program):
+    config = {
+        **stack_config("dev"),
+        "lakestack:stream": {"mode": "provisioned", "shards": 6, "retentionHours": 48},
+    }
+    stream = run_program(config).one("aws:kinesis/stream:Stream").inputs
+    assert stream["streamModeDetails"] == {"streamMode": "PROVISIONED"}
+    assert stream["shardCount"] == 6
+    assert stream["retentionPeriod"] == 48
+
+
+def test_key_rotates(dev):
+    key = dev.one("aws:kms/key:Key").inputs
+    assert key["enableKeyRotation"] is True
+    assert dev.one("aws:kms/alias:Alias").inputs["name"] == "alias/lakestack-dev"
+
+
+@pytest.mark.parametrize("role", ["lake", "checkpoints", "artifacts", "logs"])
+def test_every_bucket_is_private_versioned_kms_encrypted_and_tls_only(dev, role):
+    bucket = dev.named(f"storage-{role}").inputs
+    assert bucket["bucket"] == f"lakestack-dev-{role}"
+    block = dev.named(f"storage-{role}-public-access").inputs
+    assert {
+        k: block[k]
+        for k in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
+    } == {
+        "blockPublicAcls": True,
+        "blockPublicPolicy": True,
+        "ignorePublicAcls": True,
+        "restrictPublicBuckets": True,
+    }
+    assert dev.named(f"storage-{role}-ownership").inputs["rule"] == {"objectOwnership": "BucketOwnerEnforced"}
+    assert dev.named(f"storage-{role}-versioning").inputs["versioningConfiguration"] == {"status": "Enabled"}
+    (rule,) = dev.named(f"storage-{role}-encryption").inputs["rules"]
+    assert rule == {
+        "applyServerSideEncryptionByDefault": {
+            "sseAlgorithm": "aws:kms",
+            "kmsMasterKeyId": f"arn:aws:kms:us-east-1:{ACCOUNT}:key/key-1234",
+        },
+        "bucketKeyEnabled": True,
+    }
+    policy = json.loads(dev.named(f"storage-{role}-tls-only").inputs["policy"])
+    assert policy["Statement"] == [
+        {
+            "Sid": "DenyInsecureTransport",
+            "Effect": "Deny",
+            "Principal": "*",
+            "Action": "s3:*",
+            "Resource": [f"arn:aws:s3:::lakestack-dev-{role}", f"arn:aws:s3:::lakestack-dev-{role}/*"],
+            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+        }
+    ]
+
+
+def test_lifecycle_rules_expire_old_versions_and_logs(dev):
+    def summary(role):
+        rules = dev.named(f"storage-{role}-lifecycle").inputs["rules"]
+        return {r["id"]: {k: v for k, v in r.items() if k not in ("id", "status", "filter")} for r in rules}
+
+    assert summary("lake") == {
+        "abort-incomplete-uploads": {"abortIncompleteMultipartUpload": {"daysAfterInitiation": 7}},
+        "expire-noncurrent-versions": {"noncurrentVersionExpiration": {"noncurrentDays": 30}},
+    }
+    assert summary("logs")["expire-logs"] == {"expiration": {"days": 90}}
+    assert summary("checkpoints")["expire-noncurrent-versions"] == {
+        "noncurrentVersionExpiration": {"noncurrentDays": 7}
+    }
+
+
+def test_cluster_release_sizing_and_termination(dev):
+    cluster = dev.one("aws:emr/cluster:Cluster").inputs
+    assert cluster["releaseLabel"] == "emr-spark-8.0.0"
+    assert cluster["applications"] == ["Spark"]
+    assert cluster["masterInstanceGroup"] == {"instanceType": "m5.xlarge", "instanceCount": 1}
+    assert cluster["coreInstanceGroup"]["instanceType"] == "m5.xlarge"
+    assert cluster["coreInstanceGroup"]["instanceCount"] == 2
+    assert cluster["autoTerminationPolicy"] == {"idleTimeout": 3600}
+    assert cluster["logUri"] == "s3://lakestack-dev-logs/emr/"
+    assert cluster["stepConcurrencyLevel"] == 2
+    assert cluster["tags"]["for-use-with-amazon-emr-managed-policies"] == "true"
+    spark = json.loads(cluster["configurationsJson"])[0]["Properties"]
+    assert {
+        k: spark[k]
+        for k in ("spark.executor.cores", "spark.executor.memory", "spark.executor.memoryOverhead")
+    } == {
+        "spark.executor.cores": "4",
+        "spark.executor.memory": "9g",
+        "spark.executor.memoryOverhead": "1024m",
+    }
+    assert (spark["spark.dynamicAllocation.minExecutors"], spark["spark.dynamicAllocation.maxExecutors"]) == (
+        "2",
+        "4",
+    )
+    scaling = dev.one("aws:emr/managedScalingPolicy:ManagedScalingPolicy").inputs
+    assert scaling["clusterId"] == "j-MOCKCLUSTER"
+    (limits,) = scaling["computeLimits"]
+    assert (limits["unitType"], limits["minimumCapacityUnits"], limits["maximumCapacityUnits"]) == (
+        "Instances",
+        2,
+        4,
+    )
+
+
+@pytest.mark.parametrize(
+    ("parallelism", "per_worker", "instance", "workers", "cores", "memory"),
+    [(1, 2, "m5.xlarge", 1, 2, "9g"), (12, 4, "m5.xlarge", 3, 4, "9g"), (20, 8, "m5.2xlarge", 3, 8, "20g")],
+)
+def test_cluster_sizing_follows_parallelism(
+    run_program, parallelism, per_worker, instance, workers, cores, memory
+):
+    config = {
+        **stack_config("dev"),
+        "lakestack:parallelism": parallelism,
+        "lakestack:parallelismPerWorker": per_worker,
+        "lakestack:cluster": {"instanceType": instance, "maxWorkers": 10},
+    }
+    cluster = run_program(config).one("aws:emr/cluster:Cluster").inputs
+    assert cluster["coreInstanceGroup"]["instanceCount"] == workers
+    assert cluster["coreInstanceGroup"]["instanceType"] == instance
+    spark = json.loads(cluster["configurationsJson"])[0]["Properties"]
+    assert (spark["spark.executor.cores"], spark["spark.executor.memory"]) == (str(cores), memory)
+    assert spark["spark.sql.shuffle.partitions"] == str(parallelism)
+
+
+def test_security_configuration_encrypts_at_rest_and_in_transit_and_requires_imdsv2(dev):
+    config = json.loads(
+        dev.one("aws:emr/securityConfiguration:SecurityConfiguration").inputs["configuration"]
+    )
+    key = f"arn:aws:kms:us-east-1:{ACCOUNT}:key/key-1234"
+    encryption = config["EncryptionConfiguration"]
+    assert encryption["EnableAtRestEncryption"] is True
+    assert encryption["EnableInTransitEncryption"] is True
+    assert encryption["AtRestEncryptionConfiguration"] == {
+        "S3EncryptionConfiguration": {"EncryptionMode": "SSE-KMS", "AwsKmsKey": key},
+        "LocalDiskEncryptionConfiguration": {
+            "EncryptionKeyProviderType": "AwsKms",
+            "AwsKmsKey": key,
+            "EnableEbsEncryption": True,
+        },
+    }
+    tls = encryption["InTransitEncryptionConfiguration"]["TLSCertificateConfiguration"]
+    assert tls["CertificateProviderType"] == "PEM"
+    assert tls["S3Object"].startswith("s3://lakestack-dev-artifacts/tls/")
+    assert config["InstanceMetadataServiceConfiguration"] == {
+        "MinimumInstanceMetadataServiceVersion": 2,
+        "HttpPutResponseHopLimit": 1,
+    }
+    cluster = dev.one("aws:emr/cluster:Cluster").inputs
+    assert cluster["securityConfiguration"] == "lakestack-dev-mock"
+
+
+def test_no_node_gets_a_public_ip(dev):
+    cluster = dev.one("aws:emr/cluster:Cluster").inputs
+    assert cluster["ec2Attributes"]["subnetId"] == "network-private-id"
+    private = dev.named("network-private").inputs
+    assert private["mapPublicIpOnLaunch"] is False
+    assert dev.named("network-public").inputs["mapPublicIpOnLaunch"] is False
+    # The private subnet's only way out is the NAT gateway (and the S3 gateway endpoint).
+    assert dev.named("network-private-routes").inputs["routes"] == [
+        {"cidrBlock": "0.0.0.0/0", "natGatewayId": "network-nat-id"}
+    ]
+    for sg in dev.of_type("aws:ec2/securityGroup:SecurityGroup"):
+        assert "ingress" not in sg.inputs, sg.name
+        assert sg.inputs["tags"]["for-use-with-amazon-emr-managed-policies"] == "true"
+    assert cluster["ec2Attributes"]["serviceAccessSecurityGroup"] == "spark-service-access-sg-id"
+    assert dev.named("network-private").inputs["tags"]["for-use-with-amazon-emr-managed-policies"] == "true"
+
+
+def test_service_role_uses_the_v2_policy_and_passes_only_the_instance_role(dev):
+    trust = json.loads(dev.named("roles-service-role").inputs["assumeRolePolicy"])
+    assert trust["Statement"][0]["Principal"] == {"Service": "elasticmapreduce.amazonaws.com"}
+    attachment = dev.one("aws:iam/rolePolicyAttachment:RolePolicyAttachment").inputs
+    assert attachment["policyArn"] == "arn:aws:iam::aws:policy/service-role/AmazonEMRServicePolicy_v2"
+    policy = json.loads(dev.named("roles-service-access").inputs["policy"])
+    by_sid = {s["Sid"]: s for s in policy["Statement"]}
+    assert by_sid["PassInstanceRole"]["Resource"] == [f"arn:aws:iam::{ACCOUNT}:role/roles-instance-role"]
+    assert by_sid["EncryptClusterDisks"]["Resource"] == [f"arn:aws:kms:us-east-1:{ACCOUNT}:key/key-1234"]
+    cluster = dev.one("aws:emr/cluster:Cluster").inputs
+    assert cluster["serviceRole"] == f"arn:aws:iam::{ACCOUNT}:role/roles-service-role"
+    assert (
+        cluster["ec2Attributes"]["instanceProfile"]
+        == f"arn:aws:iam::{ACCOUNT}:instance-profile/roles-instance-profile"
+    )
+
+
+def test_instance_policy_is_scoped_to_this_stacks_arns(dev):
+    policy = json.loads(dev.named("roles-instance-access").inputs["policy"])
+    resources = {s["Sid"]: s["Resource"] for s in policy["Statement"]}
+    assert resources == {
+        "ReadStream": [f"arn:aws:kinesis:us-east-1:{ACCOUNT}:stream/lakestack-dev-events"],
+        "ListBuckets": [
+            f"arn:aws:s3:::lakestack-dev-{r}" for r in ("lake", "checkpoints", "artifacts", "logs")
+        ],
+        "ReadWriteTablesAndCheckpoints": [
+            "arn:aws:s3:::lakestack-dev-lake/*",
+            "arn:aws:s3:::lakestack-dev-checkpoints/*",
+        ],
+        "ReadArtifacts": ["arn:aws:s3:::lakestack-dev-artifacts/*"],
+        "WriteLogs": ["arn:aws:s3:::lakestack-dev-logs/*"],
+        "UseStackKey": [f"arn:aws:kms:us-east-1:{ACCOUNT}:key/key-1234"],
+        "UseGlueDatabase": [
+            f"arn:aws:glue:us-east-1:{ACCOUNT}:catalog",
+            f"arn:aws:glue:us-east-1:{ACCOUNT}:database/lakestack_dev",
+            f"arn:aws:glue:us-east-1:{ACCOUNT}:table/lakestack_dev/*",
+        ],
+        "PublishJobMetrics": ["*"],
+    }
+    for statement in policy["Statement"]:
+        data_actions = [a for a in statement["Action"] if a.startswith(DATA_ACTION_PREFIXES)]
+        if data_actions:
+            assert "*" not in statement["Resource"], statement["Sid"]
+        assert not any(a.endswith(":*") for a in statement["Action"]), statement["Sid"]
+    metrics = next(s for s in policy["Statement"] if s["Sid"] == "PublishJobMetrics")
+    assert metrics["Condition"] == {"StringEquals": {"cloudwatch:namespace": "lakestack"}}
+
+
+def test_jobs_are_uploaded_under_their_hash_and_started_as_a_step(dev):
+    keys = sorted(
+        o.inputs["key"]
+        for o in dev.of_type("aws:s3/bucketObjectv2:BucketObjectv2")
+        if o.name.startswith("jobs-")
+    )
+    assert keys == [
+        "jobs/0123456789abcdef/environment.tar.gz",
+        "jobs/0123456789abcdef/lakestack-0.1.0-py3-none-any.whl",
+        "jobs/0123456789abcdef/run_job.py",
+    ]
+    step = dev.one("pulumi-python:dynamic:Resource").inputs
+    assert step["cluster_id"] == "j-MOCKCLUSTER"
+    assert step["step_name"] == "lakestack-ingest"
+    assert step["args"] == [
+        "spark-submit",
+        "--deploy-mode",
+        "cluster",
+        "--master",
+        "yarn",
+        "--name",
+        "lakestack-ingest",
+        "--archives",
+        "s3://lakestack-dev-artifacts/jobs/0123456789abcdef/environment.tar.gz#environment",
+        "--conf",
+        "spark.yarn.appMasterEnv.PYTHONPATH=./environment",
+        "--conf",
+        "spark.executorEnv.PYTHONPATH=./environment",
+        "--conf",
+        "spark.yarn.maxAppAttempts=4",
+        "--conf",
+        "spark.yarn.am.attemptFailuresValidityInterval=1h",
+        "s3://lakestack-dev-artifacts/jobs/0123456789abcdef/run_job.py",
+        "ingest",
+        "--stream",
+        "lakestack-dev-events",
+        "--region",
+        "us-east-1",
+        "--table",
+        "s3://lakestack-dev-lake/bronze/events",
+        "--checkpoint",
+        "s3://lakestack-dev-checkpoints/ingest",
+    ]
+
+
+def test_new_artifact_hash_changes_the_keys_and_the_step(run_program, tmp_path):
+    run = run_program(stack_config("dev"), artifacts=fake_artifacts(tmp_path, "fedcba9876543210"))
+    step = run.one("pulumi-python:dynamic:Resource").inputs
+    assert "s3://lakestack-dev-artifacts/jobs/fedcba9876543210/run_job.py" in step["args"]
+    assert run.named("jobs-launcher").inputs["key"] == "jobs/fedcba9876543210/run_job.py"
+
+
+def test_catalog_and_monitoring(dev):
+    database = dev.one("aws:glue/catalogDatabase:CatalogDatabase").inputs
+    assert (database["name"], database["locationUri"]) == ("lakestack_dev", "s3://lakestack-dev-lake/")
+    alarm = dev.one("aws:cloudwatch/metricAlarm:MetricAlarm").inputs
+    assert alarm["metricName"] == "GetRecords.IteratorAgeMilliseconds"
+    assert alarm["dimensions"] == {"StreamName": "lakestack-dev-events"}
+    assert (alarm["threshold"], alarm["comparisonOperator"]) == (300000, "GreaterThanOrEqualToThreshold")
+    body = json.loads(dev.one("aws:cloudwatch/dashboard:Dashboard").inputs["dashboardBody"])
+    titles = [w["properties"]["title"] for w in body["widgets"]]
+    assert titles == [
+        "Incoming records",
+        "Incoming bytes",
+        "Iterator age (ms): how far the readers lag",
+        "Throttled calls",
+        "Cluster health",
+    ]
+    assert body["widgets"][4]["properties"]["metrics"][0] == [
+        "AWS/ElasticMapReduce",
+        "IsIdle",
+        "JobFlowId",
+        "j-MOCKCLUSTER",
+    ]
+
+
+def test_local_stack_declares_stream_and_buckets_but_no_cluster(run_program):
+    run = run_program(stack_config("local"), stack="local")
+    types = {r.typ for r in run.resources}
+    assert "aws:emr/cluster:Cluster" not in types
+    assert "aws:ec2/vpc:Vpc" not in types
+    assert "pulumi-python:dynamic:Resource" not in types
+    assert run.exports["stream_name"] == "lakestack-local-events"
+    assert run.exports["lake_bucket"] == "lakestack-local-lake"
+    assert run.exports["cluster_id"] is None
+
+
+@pytest.mark.parametrize(
+    ("override", "error", "message"),
+    [
+        ({"lakestack:parallelism": 0}, ConfigError, "lakestack:parallelism = 0; expected an integer >= 1"),
+        (
+            {"lakestack:parallelismPerWorker": 16},
+            ConfigError,
+            "lakestack:parallelismPerWorker = 16; expected an integer from 1 to 4 (the vCPUs of m5.xlarge)",
+        ),
+        (
+            {"lakestack:stream": {"mode": "provisioned"}},
+            ConfigError,
+            "lakestack:stream.shards = None; expected a shard count >= 1 when lakestack:stream.mode is provisioned",
+        ),
+        ({"lakestack:cloud": "gcp"}, ConfigError, "lakestack:cloud = 'gcp'; expected one of aws, azure"),
+        (
+            {"lakestack:cluster": {"instanceType": "t3.nano"}},
+            ConfigError,
+            "lakestack:cluster.instanceType = 't3.nano'; expected one of m5.xlarge",
+        ),
+        (
+            {"lakestack:cloud": "azure"},
+            NotBuiltError,
+            "the Azure stack (Synapse Spark 3.5, Event Hubs, ADLS Gen2) is not built yet",
+        ),
+    ],
+)
+def test_invalid_configuration_stops_before_any_resource(tmp_path, override, error, message):
+    run = Run()
+    with pytest.raises(error) as caught:
+        execute_program({**stack_config("dev"), **override}, tmp_path=tmp_path, run=run)
+    assert message in str(caught.value)
+    assert run.resources == []
