@@ -1,0 +1,180 @@
+"""Unit tests of the Spark-free shard reader with a fake Kinesis client: retries, expiry, lineage ends, loss."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from botocore.exceptions import ClientError
+
+from jobs.sources import DataLossError, KinesisReadError, parse_starting_position
+from jobs.sources._client import RetryPolicy
+from jobs.sources._shards import ShardReader
+
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+def _error(code: str, status: int, operation: str = "GetRecords") -> ClientError:
+    return ClientError(
+        {"Error": {"Code": code, "Message": code}, "ResponseMetadata": {"HTTPStatusCode": status}}, operation
+    )
+
+
+class FakeKinesis:
+    """Shard records with 56-digit-like sequence numbers; scripted faults on GetRecords."""
+
+    def __init__(
+        self, records: int, *, base: int = 10**50, closed: bool = False, trimmed_below: int = 0
+    ) -> None:
+        self.seqs = [base + 7 * i for i in range(records)]  # not contiguous, like AWS
+        self.closed = closed
+        self.trimmed_below = trimmed_below
+        self.faults: list[ClientError] = []
+        self.iterator_calls: list[dict] = []
+        self.get_records_calls = 0
+
+    def _available(self) -> list[int]:
+        return [s for s in self.seqs if s >= self.trimmed_below]
+
+    def get_shard_iterator(self, **kwargs):
+        self.iterator_calls.append(kwargs)
+        kind = kwargs["ShardIteratorType"]
+        after = int(kwargs["StartingSequenceNumber"]) if kind == "AFTER_SEQUENCE_NUMBER" else -1
+        return {"ShardIterator": f"it:{after}"}
+
+    def get_records(self, ShardIterator, Limit):
+        self.get_records_calls += 1
+        if self.faults:
+            raise self.faults.pop(0)
+        after = int(ShardIterator.split(":")[1])
+        batch = [s for s in self._available() if s > after][:Limit]
+        last = batch[-1] if batch else after
+        at_end = self.closed and (not self._available() or last >= self._available()[-1])
+        return {
+            "Records": [
+                {
+                    "SequenceNumber": str(s),
+                    "Data": f"r{s}".encode(),
+                    "PartitionKey": "k",
+                    "ApproximateArrivalTimestamp": T0 + dt.timedelta(seconds=(s - self.seqs[0]) // 7),
+                }
+                for s in batch
+            ],
+            "NextShardIterator": None if at_end and not batch else f"it:{last}",
+            "MillisBehindLatest": 0 if not batch else 1000,
+        }
+
+
+def _reader(client, **kwargs) -> tuple[ShardReader, list[float]]:
+    slept: list[float] = []
+    reader = ShardReader(
+        client, "orders", policy=RetryPolicy(max_attempts=4), sleep=slept.append, seed=7, **kwargs
+    )
+    return reader, slept
+
+
+def test_caps_records_and_keeps_big_sequence_numbers_exact():
+    client = FakeKinesis(25)
+    reader, _ = _reader(client)
+    read = reader.read("shardId-0", {"seq": None, "from": "TRIM_HORIZON"}, closed_end=None, max_records=10)
+    assert read.sequence_numbers[0] == "100000000000000000000000000000000000000000000000000"
+    assert read.last_sequence == "100000000000000000000000000000000000000000000000063"
+    assert len(read.data) == 10
+    assert read.finished is False
+
+
+def test_throttling_is_retried_with_jitter_and_counted():
+    client = FakeKinesis(5)
+    client.faults = [_error("ProvisionedThroughputExceededException", 400)] * 3
+    reader, slept = _reader(client)
+    read = reader.read("shardId-0", {"seq": None, "from": "TRIM_HORIZON"}, closed_end=None, max_records=5)
+    assert [r.decode() for r in read.data] == [f"r{10**50 + 7 * i}" for i in range(5)]
+    assert (read.stats.throttled, read.stats.retries) == (3, 3)
+    backoff = slept[-3:]  # the pacer may also have slept before the first call
+    assert all(0.0 <= s <= cap for s, cap in zip(backoff, [0.1, 0.2, 0.4], strict=True))
+
+
+def test_throttling_that_never_ends_fails_naming_stream_and_shard():
+    client = FakeKinesis(5)
+    client.faults = [_error("ProvisionedThroughputExceededException", 400)] * 10
+    reader, _ = _reader(client)
+    with pytest.raises(
+        KinesisReadError, match=r"GetRecords on stream 'orders' shard shardId-0 still failed after 4"
+    ):
+        reader.read("shardId-0", {"seq": None, "from": "TRIM_HORIZON"}, closed_end=None, max_records=5)
+
+
+@pytest.mark.parametrize("code,status", [("ExpiredIteratorException", 400), ("InternalFailure", 500)])
+def test_expired_iterator_is_reacquired_after_the_last_sequence_read(code, status):
+    client = FakeKinesis(8)
+    reader, _ = _reader(client)
+    first = reader.read("shardId-0", {"seq": None, "from": "TRIM_HORIZON"}, closed_end=None, max_records=3)
+    client.faults = [_error(code, status)]
+    read = reader.read("shardId-0", {"seq": first.last_sequence}, closed_end=None, max_records=5)
+    assert read.sequence_numbers == [str(10**50 + 7 * i) for i in range(3, 8)]
+    assert read.stats.iterator_refreshes == 1
+    assert client.iterator_calls[-1] == {
+        "StreamName": "orders",
+        "ShardId": "shardId-0",
+        "ShardIteratorType": "AFTER_SEQUENCE_NUMBER",
+        "StartingSequenceNumber": str(10**50 + 14),
+    }
+
+
+def test_closed_shard_is_finished_at_its_ending_sequence_number():
+    client = FakeKinesis(6, closed=True)
+    reader, _ = _reader(client)
+    end = str(10**50 + 35)
+    read = reader.read("shardId-0", {"seq": None, "from": "TRIM_HORIZON"}, closed_end=end, max_records=100)
+    assert (len(read.sequence_numbers), read.finished, read.last_sequence) == (6, True, end)
+    # Once there, no GetRecords call is spent on it again.
+    calls = client.get_records_calls
+    again = reader.read("shardId-0", {"seq": end}, closed_end=end, max_records=100)
+    assert (again.finished, client.get_records_calls) == (True, calls)
+
+
+def test_open_shard_caught_up_is_not_finished():
+    client = FakeKinesis(4)
+    reader, _ = _reader(client)
+    read = reader.read("shardId-0", {"seq": None, "from": "TRIM_HORIZON"}, closed_end=None, max_records=100)
+    assert (len(read.sequence_numbers), read.finished) == (4, False)
+
+
+def test_replay_reads_exactly_the_planned_range():
+    client = FakeKinesis(20)
+    reader, _ = _reader(client)
+    start, end = str(10**50 + 14), str(10**50 + 49)
+    read = reader.read("shardId-0", {"seq": start}, closed_end=None, until_sequence=end)
+    assert read.sequence_numbers == [str(10**50 + 7 * i) for i in range(3, 8)]
+
+
+def _expired_position_reader(fail: bool):
+    client = FakeKinesis(10, trimmed_below=10**50 + 42)
+    now = int((T0 + dt.timedelta(hours=30)).timestamp() * 1000)
+    reader, _ = _reader(client, fail_on_data_loss=fail, retention_ms=24 * 3600 * 1000, now_ms=lambda: now)
+    position = {"seq": str(10**50 + 14), "ts": int(T0.timestamp() * 1000)}
+    return reader, position
+
+
+def test_data_loss_fails_naming_stream_shard_and_gap():
+    reader, position = _expired_position_reader(fail=True)
+    with pytest.raises(DataLossError) as info:
+        reader.read("shardId-0", position, closed_end=None, max_records=100)
+    message = str(info.value)
+    assert "stream 'orders' shard shardId-0" in message
+    assert f"after sequence number {10**50 + 14}" in message and f"before {10**50 + 42}" in message
+    assert "--fail-on-data-loss false" in message
+
+
+def test_data_loss_tolerated_is_reported_and_reading_resumes_at_trim_horizon():
+    reader, position = _expired_position_reader(fail=False)
+    read = reader.read("shardId-0", position, closed_end=None, max_records=100)
+    assert read.sequence_numbers == [str(10**50 + 7 * i) for i in range(6, 10)]
+    assert read.lost is not None and "shardId-0" in read.lost
+
+
+def test_starting_positions():
+    assert parse_starting_position("trim-horizon") == "TRIM_HORIZON"
+    assert parse_starting_position("at-timestamp=2026-01-01T00:00:01Z") == "AT_TIMESTAMP:1767225601000"
+    assert parse_starting_position("at-timestamp=2026-01-01T00:00:01") == "AT_TIMESTAMP:1767225601000"
+    assert parse_starting_position("latest", now=T0) == "AT_TIMESTAMP:1767225600000"
