@@ -1,0 +1,90 @@
+"""`pulumi up / destroy / stack output` for a stack through Pulumi's Automation API.
+
+The Automation API drives the ``pulumi`` CLI, which is not on every machine: every entry point checks for it
+first and raises :class:`~infra.errors.PulumiCliMissingError` (exit status 2, install instructions).
+The stack configuration is validated before the CLI is touched, so a bad value fails fast everywhere.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from infra.config import PROJECT_DIR, load_stack_settings
+from infra.errors import InfraError, PulumiCliMissingError
+
+
+class PulumiRunError(InfraError):
+    """The Pulumi CLI ran and reported a failure (its message is kept)."""
+
+
+def require_cli(command: str) -> str:
+    """Path of the ``pulumi`` CLI, or raise naming ``command`` and how to install it."""
+    path = shutil.which("pulumi")
+    if path is None:
+        raise PulumiCliMissingError(command)
+    return path
+
+
+def _stack(stack: str, project_dir: Path, *, create: bool) -> Any:
+    from pulumi import automation as auto
+
+    if create:
+        return auto.create_or_select_stack(stack_name=stack, work_dir=str(project_dir))
+    try:
+        return auto.select_stack(stack_name=stack, work_dir=str(project_dir))
+    except auto.StackNotFoundError:
+        raise PulumiRunError(
+            f"stack {stack!r} was not found in the Pulumi backend you are logged in to; "
+            f"run `lakestack up --stack {stack}` first, or `pulumi login` to the backend that has it."
+        ) from None
+
+
+def _outputs(result: dict[str, Any]) -> dict[str, Any]:
+    return {name: output.value for name, output in result.items()}
+
+
+def _guard(action: str, call: Callable[[], Any]) -> Any:
+    from pulumi import automation as auto
+
+    try:
+        return call()
+    except auto.CommandError as error:
+        raise PulumiRunError(f"`pulumi {action}` failed:\n{error}") from None
+
+
+def up(
+    stack: str, *, project_dir: Path | None = None, on_output: Callable[[str], None] = print
+) -> dict[str, Any]:
+    """Create or update the stack; returns its outputs.
+
+    Raises:
+        ConfigError: the stack file is invalid (checked before the CLI).
+        PulumiCliMissingError: no ``pulumi`` on PATH.
+        PulumiRunError: the update failed.
+    """
+    directory = project_dir or PROJECT_DIR
+    load_stack_settings(stack, project_dir=directory)
+    require_cli("up")
+    handle = _stack(stack, directory, create=True)
+    result = _guard("up", lambda: handle.up(on_output=on_output))
+    return _outputs(result.outputs)
+
+
+def down(stack: str, *, project_dir: Path | None = None, on_output: Callable[[str], None] = print) -> None:
+    """Destroy every resource of the stack (the stack itself and its history are kept)."""
+    directory = project_dir or PROJECT_DIR
+    load_stack_settings(stack, project_dir=directory)
+    require_cli("down")
+    handle = _stack(stack, directory, create=False)
+    _guard("destroy", lambda: handle.destroy(on_output=on_output))
+
+
+def stack_outputs(stack: str, *, project_dir: Path | None = None) -> dict[str, Any]:
+    """The stack's outputs (stream_name, lake_bucket, cluster_id, dashboard_url, ...)."""
+    directory = project_dir or PROJECT_DIR
+    require_cli("outputs")
+    handle = _stack(stack, directory, create=False)
+    return _outputs(_guard("stack output", handle.outputs))

@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from infra.artifacts import (
+    build_artifacts,
+    cluster_requirements,
+    source_hash,
+    tls_certificates,
+    tls_domain,
+)
+from infra.config import PROJECT_DIR
+from infra.errors import ArtifactError
+
+REQS = ("boto3>=1.35,<2", "deltalake>=1.1,<2")
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A copy of the repository's jobs/ and pyproject.toml to edit freely."""
+    root = tmp_path / "project"
+    shutil.copytree(PROJECT_DIR / "jobs", root / "jobs", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(PROJECT_DIR / "pyproject.toml", root / "pyproject.toml")
+    return root
+
+
+def test_cluster_requirements_leave_out_spark_and_local_tools():
+    assert cluster_requirements(PROJECT_DIR / "pyproject.toml") == (
+        "boto3>=1.35,<2",
+        "deltalake>=1.1,<2",
+        "pandas>=2.2,<3",
+        "pyarrow>=18,<22",
+    )
+
+
+def test_hash_changes_when_job_code_changes(project: Path):
+    before = source_hash(project, requirements=REQS, architecture="x86_64")
+    assert len(before) == 16
+    assert source_hash(project, requirements=REQS, architecture="x86_64") == before
+    ingest = project / "jobs" / "ingest.py"
+    ingest.write_text(ingest.read_text() + "\n# a change\n")
+    after = source_hash(project, requirements=REQS, architecture="x86_64")
+    assert after != before
+    (project / "jobs" / "new_job.py").write_text("X = 1\n")
+    assert source_hash(project, requirements=REQS, architecture="x86_64") not in (before, after)
+
+
+def test_hash_ignores_bytecode_but_not_target_or_requirements(project: Path):
+    before = source_hash(project, requirements=REQS, architecture="x86_64")
+    cache = project / "jobs" / "__pycache__"
+    cache.mkdir(exist_ok=True)
+    (cache / "ingest.cpython-311.pyc").write_bytes(b"\x00bytecode")
+    assert source_hash(project, requirements=REQS, architecture="x86_64") == before
+    assert source_hash(project, requirements=REQS, architecture="aarch64") != before
+    assert source_hash(project, requirements=(*REQS, "pandas>=2.2,<3"), architecture="x86_64") != before
+
+
+def test_hash_needs_the_jobs_folder(tmp_path: Path):
+    with pytest.raises(ArtifactError, match="expected the job package at"):
+        source_hash(tmp_path, requirements=REQS, architecture="x86_64")
+
+
+def test_built_artifacts_are_reused_for_an_unchanged_hash(project: Path, tmp_path: Path):
+    # A finished folder for the current hash means no pip run: a bogus interpreter proves nothing is executed.
+    requirements = cluster_requirements(project / "pyproject.toml")
+    digest = source_hash(project, requirements=requirements, architecture="x86_64")
+    done = tmp_path / "out" / digest
+    done.mkdir(parents=True)
+    for name in ("lakestack-0.1.0-py3-none-any.whl", "environment.tar.gz", "run_job.py"):
+        (done / name).write_bytes(b"built")
+    artifacts = build_artifacts(
+        project, tmp_path / "out", architecture="x86_64", python="/nonexistent/python"
+    )
+    assert artifacts.content_hash == digest
+    assert artifacts.key_prefix == f"jobs/{digest}/"
+    assert artifacts.wheel == done / "lakestack-0.1.0-py3-none-any.whl"
+
+
+def test_tls_certificates_are_generated_once(tmp_path: Path):
+    first = tls_certificates(tmp_path, region="eu-west-1")
+    content = first.read_bytes()
+    with zipfile.ZipFile(first) as archive:
+        assert sorted(archive.namelist()) == [
+            "certificateChain.pem",
+            "privateKey.pem",
+            "trustedCertificates.pem",
+        ]
+        assert archive.read("certificateChain.pem").startswith(b"-----BEGIN CERTIFICATE-----")
+    again = tls_certificates(tmp_path, region="eu-west-1")
+    assert again == first
+    assert again.read_bytes() == content
+    assert tls_domain("us-east-1") == "ec2.internal"
+    assert tls_domain("eu-west-1") == "eu-west-1.compute.internal"

@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from infra import automation, stack_cli
+from infra.errors import ConfigError
+
+
+def run_cli(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="lakestack")
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    stack_cli.register(subparsers)
+    args = parser.parse_args(argv)
+    return args.handler(args)
+
+
+def test_plan_json_for_the_dev_stack(capsys):
+    assert run_cli(["plan", "--stack", "dev", "--json"]) == 0
+    last_line = capsys.readouterr().out.strip().splitlines()[-1]
+    plan = json.loads(last_line)
+    assert {
+        k: plan[k]
+        for k in (
+            "cloud",
+            "workers",
+            "executor_cores",
+            "executor_memory_gb",
+            "instance_type",
+            "stream_mode",
+            "shards",
+            "hourly_cost_usd",
+        )
+    } == {
+        "cloud": "aws",
+        "workers": 2,
+        "executor_cores": 4,
+        "executor_memory_gb": 9,
+        "instance_type": "m5.xlarge",
+        "stream_mode": "on-demand",
+        "shards": None,
+        "hourly_cost_usd": 0.8064,
+    }
+    assert plan["prices_as_of"] == "2025-06-01"
+
+
+def test_plan_text_for_the_local_stack(capsys):
+    assert run_cli(["plan", "--stack", "local"]) == 0
+    out = capsys.readouterr().out
+    assert "cluster : none (jobs run on this machine)" in out
+    assert "stream  : Kinesis on-demand" in out
+    assert "cost    : ~0.04 USD/hour" in out
+
+
+def test_plan_refuses_an_unknown_stack_without_traceback(capsys):
+    assert run_cli(["plan", "--stack", "prod"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("lakestack plan: error: invalid stack configuration: --stack = 'prod'")
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", ["up", "down", "outputs"])
+def test_missing_pulumi_cli_exits_2_with_install_instructions(command, capsys, monkeypatch):
+    monkeypatch.setattr(automation.shutil, "which", lambda name: None)
+    assert run_cli([command, "--stack", "dev"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"lakestack {command}: error: `lakestack {command}` drives Pulumi through its Automation API" in err
+    )
+    assert "curl -fsSL https://get.pulumi.com | sh" in err
+    assert "brew install pulumi/tap/pulumi" in err
+
+
+def test_up_validates_the_stack_file_before_looking_for_the_cli(tmp_path: Path, monkeypatch):
+    (tmp_path / "Pulumi.bad.yaml").write_text("config:\n  lakestack:parallelism: 0\n")
+    monkeypatch.setattr(automation.shutil, "which", lambda name: None)
+    with pytest.raises(ConfigError) as caught:
+        automation.up("bad", project_dir=tmp_path)
+    assert "lakestack:parallelism = 0; expected an integer >= 1" in str(caught.value)
+
+
+def test_outputs_prints_the_stack_outputs(capsys, monkeypatch):
+    class Value:
+        def __init__(self, value):
+            self.value = value
+
+    class FakeStack:
+        def outputs(self):
+            return {"stream_name": Value("lakestack-dev-events"), "cluster_id": Value("j-123")}
+
+    monkeypatch.setattr(automation.shutil, "which", lambda name: "/usr/bin/pulumi")
+    monkeypatch.setattr(automation, "_stack", lambda stack, project_dir, *, create: FakeStack())
+    assert run_cli(["outputs", "--stack", "dev", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "cluster_id": "j-123",
+        "stream_name": "lakestack-dev-events",
+    }
