@@ -1,17 +1,21 @@
-"""Job artifacts for the cluster: the project wheel, a packed environment, a launcher, all under a content hash.
+"""Job artifacts for the cluster: a wheel of ``jobs/``, a packed environment, a launcher, under a content hash.
+
+The wheel holds the ``jobs`` package only (the cluster needs nothing else from the repository) and is written
+here directly, as a zip with its metadata: no build backend, no network, the same bytes for the same files.
 
 The environment is the project's runtime dependencies installed for the cluster's Python (3.11) and CPU
 architecture with ``pip install --target --platform ... --only-binary=:all:``, packed as a tarball that
 spark-submit ships with ``--archives``: YARN unpacks it next to the driver and every executor, so a new
 job version needs no bootstrap action and no new cluster. pyspark is left out: the cluster provides Spark.
 
-The content hash covers the job sources (``jobs/``), the dependency list, the target and the launcher; the
-wheel's own bytes carry build timestamps, so they are not hashed. Changing job code changes the hash, the
-S3 keys, and therefore the EMR steps: ``pulumi up`` redeploys.
+The content hash covers the job sources (``jobs/``), the dependency list, the target and the launcher, and is
+computed before anything is built, so an unchanged version is never rebuilt or re-uploaded. Changing job code
+changes the hash, the S3 keys, and therefore the EMR steps: ``pulumi up`` redeploys.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import os
@@ -46,6 +50,9 @@ from jobs.__main__ import main
 sys.exit(main(sys.argv[1:]))
 '''
 _IGNORED_PARTS = {"__pycache__", ".pytest_cache", ".ruff_cache"}
+WHEEL_DIST = "lakestack_jobs"
+# Zip entries get a fixed date so the wheel's bytes depend on its files only (1980 is the zip format's epoch).
+_ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 
 
 @dataclass(frozen=True)
@@ -111,6 +118,50 @@ def source_hash(
     return digest.hexdigest()[:16]
 
 
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def build_jobs_wheel(project_dir: Path, out_dir: Path) -> Path:
+    """Write a pure-Python wheel of the ``jobs`` package; the same sources give the same bytes.
+
+    Args:
+        project_dir: the repository root (holding ``jobs/`` and ``pyproject.toml``).
+        out_dir: folder the wheel is written to.
+
+    Returns:
+        Path of ``lakestack_jobs-<version>-py3-none-any.whl``.
+    """
+    version = tomllib.loads((project_dir / "pyproject.toml").read_text())["project"]["version"]
+    dist_info = f"{WHEEL_DIST}-{version}.dist-info"
+    entries: list[tuple[str, bytes]] = [
+        (path.relative_to(project_dir).as_posix(), path.read_bytes())
+        for path in _source_files(project_dir / "jobs")
+        if path.suffix == ".py"
+    ]
+    entries.append(
+        (f"{dist_info}/METADATA", f"Metadata-Version: 2.1\nName: {WHEEL_DIST}\nVersion: {version}\n".encode())
+    )
+    entries.append(
+        (
+            f"{dist_info}/WHEEL",
+            b"Wheel-Version: 1.0\nGenerator: lakestack\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        )
+    )
+    record = "".join(f"{name},{_record_hash(data)},{len(data)}\n" for name, data in entries)
+    record += f"{dist_info}/RECORD,,\n"
+    entries.append((f"{dist_info}/RECORD", record.encode()))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / f"{WHEEL_DIST}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, data in entries:
+            info = zipfile.ZipInfo(name, date_time=_ZIP_DATE)
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, data)
+    return target
+
+
 def _run(command: Sequence[str], *, what: str) -> None:
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:
@@ -167,22 +218,7 @@ def build_artifacts(
 
     with tempfile.TemporaryDirectory(prefix="lakestack-artifacts-") as scratch:
         work = Path(scratch)
-        _run(
-            [
-                python,
-                "-m",
-                "pip",
-                "wheel",
-                "--no-deps",
-                "--no-build-isolation",
-                "-q",
-                "-w",
-                str(work / "dist"),
-                str(project_dir),
-            ],
-            what="building the project wheel",
-        )
-        (wheel,) = (work / "dist").glob("*.whl")
+        wheel = build_jobs_wheel(project_dir, work / "dist")
         site = work / "environment"
         _run(
             [

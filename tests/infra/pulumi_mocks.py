@@ -93,7 +93,7 @@ def stack_config(stack: str) -> dict[str, Any]:
 def fake_artifacts(tmp_path: Path, content_hash: str = "0123456789abcdef") -> JobArtifacts:
     files = tmp_path / "artifacts"
     files.mkdir(exist_ok=True)
-    paths = [files / n for n in ("lakestack-0.1.0-py3-none-any.whl", "environment.tar.gz", "run_job.py")]
+    paths = [files / n for n in ("lakestack_jobs-0.1.0-py3-none-any.whl", "environment.tar.gz", "run_job.py")]
     for p in paths:
         p.write_bytes(b"x")
     return JobArtifacts(content_hash, *paths)

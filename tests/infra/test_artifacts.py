@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -8,6 +11,7 @@ import pytest
 
 from infra.artifacts import (
     build_artifacts,
+    build_jobs_wheel,
     cluster_requirements,
     source_hash,
     tls_certificates,
@@ -70,14 +74,14 @@ def test_built_artifacts_are_reused_for_an_unchanged_hash(project: Path, tmp_pat
     digest = source_hash(project, requirements=requirements, architecture="x86_64")
     done = tmp_path / "out" / digest
     done.mkdir(parents=True)
-    for name in ("lakestack-0.1.0-py3-none-any.whl", "environment.tar.gz", "run_job.py"):
+    for name in ("lakestack_jobs-0.1.0-py3-none-any.whl", "environment.tar.gz", "run_job.py"):
         (done / name).write_bytes(b"built")
     artifacts = build_artifacts(
         project, tmp_path / "out", architecture="x86_64", python="/nonexistent/python"
     )
     assert artifacts.content_hash == digest
     assert artifacts.key_prefix == f"jobs/{digest}/"
-    assert artifacts.wheel == done / "lakestack-0.1.0-py3-none-any.whl"
+    assert artifacts.wheel == done / "lakestack_jobs-0.1.0-py3-none-any.whl"
 
 
 def test_tls_certificates_are_generated_once(tmp_path: Path):
@@ -95,3 +99,66 @@ def test_tls_certificates_are_generated_once(tmp_path: Path):
     assert again.read_bytes() == content
     assert tls_domain("us-east-1") == "ec2.internal"
     assert tls_domain("eu-west-1") == "eu-west-1.compute.internal"
+
+
+def test_jobs_wheel_is_reproducible_and_installable(project: Path, tmp_path: Path):
+    first = build_jobs_wheel(project, tmp_path / "a")
+    second = build_jobs_wheel(project, tmp_path / "b")
+    assert first.name == "lakestack_jobs-0.1.0-py3-none-any.whl"
+    assert first.read_bytes() == second.read_bytes()
+    with zipfile.ZipFile(first) as archive:
+        names = archive.namelist()
+    assert "jobs/__main__.py" in names
+    assert "lakestack_jobs-0.1.0.dist-info/RECORD" in names
+    assert not any("__pycache__" in n for n in names)
+    target = tmp_path / "site"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-index",
+            "--target",
+            str(target),
+            str(first),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    assert (target / "jobs" / "__main__.py").read_bytes() == (project / "jobs" / "__main__.py").read_bytes()
+
+
+def test_build_packs_the_environment_for_the_cluster_target(project: Path, tmp_path: Path):
+    # A stand-in interpreter records the pip command and fills --target, as pip would, without a network.
+    log = tmp_path / "pip-args.txt"
+    fake = tmp_path / "fake-python"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'echo "$@" > {log}\n'
+        'while [ "$1" != "--target" ]; do shift; done\n'
+        'mkdir -p "$2/pyarrow" && echo "# stub" > "$2/pyarrow/__init__.py"\n'
+    )
+    fake.chmod(0o755)
+    artifacts = build_artifacts(project, tmp_path / "out", architecture="aarch64", python=str(fake))
+    args = log.read_text().split()
+    assert args[:4] == ["-m", "pip", "install", "-q"]
+    assert args[args.index("--platform") + 1] == "manylinux2014_aarch64"
+    assert args[args.index("--python-version") + 1] == "3.11"
+    assert "--only-binary=:all:" in args
+    assert args[-5:] == [
+        "boto3>=1.35,<2",
+        "deltalake>=1.1,<2",
+        "pandas>=2.2,<3",
+        "pyarrow>=18,<22",
+        str(Path(args[-1])),
+    ]
+    assert args[-1].endswith("lakestack_jobs-0.1.0-py3-none-any.whl")
+    with tarfile.open(artifacts.environment) as tar:
+        assert tar.getnames() == ["pyarrow", "pyarrow/__init__.py"]
+        assert {m.mtime for m in tar.getmembers()} == {0}
+    assert artifacts.launcher.read_text().startswith('"""spark-submit entry')
+    assert artifacts.wheel.name == "lakestack_jobs-0.1.0-py3-none-any.whl"
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [artifacts.content_hash]

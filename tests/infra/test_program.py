@@ -267,7 +267,7 @@ def test_jobs_are_uploaded_under_their_hash_and_started_as_a_step(dev):
     )
     assert keys == [
         "jobs/0123456789abcdef/environment.tar.gz",
-        "jobs/0123456789abcdef/lakestack-0.1.0-py3-none-any.whl",
+        "jobs/0123456789abcdef/lakestack_jobs-0.1.0-py3-none-any.whl",
         "jobs/0123456789abcdef/run_job.py",
     ]
     step = dev.one("pulumi-python:dynamic:Resource").inputs
