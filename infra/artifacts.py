@@ -229,8 +229,12 @@ def build_artifacts(
                 "-q",
                 "--target",
                 str(site),
+                # Both tags: some dependencies publish only manylinux_2_28 wheels, and the cluster's
+                # Amazon Linux 2023 (glibc 2.34) runs either.
                 "--platform",
                 f"manylinux2014_{architecture}",
+                "--platform",
+                f"manylinux_2_28_{architecture}",
                 "--python-version",
                 CLUSTER_PYTHON,
                 "--implementation",

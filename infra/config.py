@@ -374,8 +374,14 @@ def settings_from_pulumi() -> StackSettings:
         except json.JSONDecodeError:
             return value
 
+    from pulumi.runtime import config as runtime_config
+
+    # Every `lakestack:*` key the engine passed, so a misspelt key is refused here as it is by the YAML reader.
+    # The SDK keeps the bag in runtime.config (set by the language host, or by set_all_config in tests).
+    names = {*runtime_config.CONFIG.get(), *runtime_config.get_config_env()}
     ours = pulumi.Config(PROJECT)
-    raw = {key: decode(ours.get(key)) for key in _KNOWN_KEYS}
+    keys = sorted({n.split(":", 1)[1] for n in names if n.startswith(f"{PROJECT}:")} | set(_KNOWN_KEYS))
+    raw = {key: decode(ours.get(key)) for key in keys}
     aws = pulumi.Config("aws")
     return parse_settings(
         pulumi.get_stack(),

@@ -51,6 +51,9 @@ def estimate_hourly_cost(settings: StackSettings, *, prices: dict[str, Any] | No
             itype,
             f"an instance type priced in {PRICES_PATH.name}: add its prices",
         )
+    if settings.is_local:
+        # The local stack lives in the embedded emulator: nothing is billed.
+        return CostEstimate(0.0, 0.0, {}, table["prices_as_of"], ("emulator stack: no cloud charges",))
     node = table["ec2_hourly"][itype] + table["emr_hourly"][itype]
     lines: dict[str, float] = {}
     notes = [f"{table['region']} on-demand list prices as of {table['prices_as_of']}"]

@@ -81,12 +81,19 @@ class _EmrStepProvider(dynamic.ResourceProvider):
         return dynamic.DiffResult(changes=bool(changed), replaces=changed, delete_before_replace=True)
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
+        from botocore.exceptions import ClientError
+
         client = self._client(props)
-        state = client.describe_step(ClusterId=props["cluster_id"], StepId=_id)["Step"]["Status"]["State"]
-        if state in ("PENDING", "RUNNING"):
-            client.cancel_steps(
-                ClusterId=props["cluster_id"], StepIds=[_id], StepCancellationOption="SEND_INTERRUPT"
-            )
+        try:
+            state = client.describe_step(ClusterId=props["cluster_id"], StepId=_id)["Step"]["Status"]["State"]
+            if state in ("PENDING", "RUNNING"):
+                client.cancel_steps(
+                    ClusterId=props["cluster_id"], StepIds=[_id], StepCancellationOption="SEND_INTERRUPT"
+                )
+        except ClientError as error:
+            # A cluster that idle-terminated or was destroyed has no step left to stop; anything else is real.
+            if error.response.get("Error", {}).get("Code") != "InvalidRequestException":
+                raise
 
 
 class EmrStep(dynamic.Resource):

@@ -145,7 +145,8 @@ def test_build_packs_the_environment_for_the_cluster_target(project: Path, tmp_p
     artifacts = build_artifacts(project, tmp_path / "out", architecture="aarch64", python=str(fake))
     args = log.read_text().split()
     assert args[:4] == ["-m", "pip", "install", "-q"]
-    assert args[args.index("--platform") + 1] == "manylinux2014_aarch64"
+    platforms = [args[i + 1] for i, a in enumerate(args) if a == "--platform"]
+    assert platforms == ["manylinux2014_aarch64", "manylinux_2_28_aarch64"]
     assert args[args.index("--python-version") + 1] == "3.11"
     assert "--only-binary=:all:" in args
     assert args[-5:] == [

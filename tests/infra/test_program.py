@@ -367,6 +367,11 @@ def test_local_stack_declares_stream_and_buckets_but_no_cluster(run_program):
             "lakestack:cluster.instanceType = 't3.nano'; expected one of m5.xlarge",
         ),
         (
+            {"lakestack:paralelism": 4},
+            ConfigError,
+            "lakestack:paralelism = 4; expected one of lakestack:cloud",
+        ),
+        (
             {"lakestack:cloud": "azure"},
             NotBuiltError,
             "the Azure stack (Synapse Spark 3.5, Event Hubs, ADLS Gen2) is not built yet",

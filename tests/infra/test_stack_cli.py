@@ -52,7 +52,8 @@ def test_plan_text_for_the_local_stack(capsys):
     out = capsys.readouterr().out
     assert "cluster : none (jobs run on this machine)" in out
     assert "stream  : Kinesis on-demand" in out
-    assert "cost    : ~0.04 USD/hour" in out
+    assert "cost    : ~0.00 USD/hour (0.00 at max workers)" in out
+    assert "note    : emulator stack: no cloud charges" in out
 
 
 def test_plan_refuses_an_unknown_stack_without_traceback(capsys):
