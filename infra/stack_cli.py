@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from infra import automation
@@ -13,9 +14,14 @@ from infra.errors import InfraError
 from infra.pricing import estimate_hourly_cost
 
 
-def plan_summary(stack: str) -> dict[str, Any]:
-    """The shape and estimated hourly cost of a stack, from its stack file alone (no Pulumi CLI)."""
-    settings = load_stack_settings(stack)
+def plan_summary(stack: str, *, project_dir: Path | None = None) -> dict[str, Any]:
+    """The shape and estimated hourly cost of a stack, from its stack file alone (no Pulumi CLI).
+
+    Args:
+        stack: stack name (reads ``Pulumi.<stack>.yaml``).
+        project_dir: folder of the stack files; the repository root when ``None``.
+    """
+    settings = load_stack_settings(stack, project_dir=project_dir)
     sizing = settings.sizing
     enabled = settings.cluster.enabled
     if settings.cloud == "aws":

@@ -99,3 +99,17 @@ def test_outputs_prints_the_stack_outputs(capsys, monkeypatch):
         "cluster_id": "j-123",
         "stream_name": "lakestack-dev-events",
     }
+
+
+def test_plan_sizes_an_azure_stack_without_pricing_it(tmp_path: Path):
+    (tmp_path / "Pulumi.az.yaml").write_text(
+        "config:\n  lakestack:cloud: azure\n  lakestack:parallelism: 6\n  lakestack:parallelismPerWorker: 4\n"
+    )
+    plan = stack_cli.plan_summary("az", project_dir=tmp_path)
+    assert (plan["cloud"], plan["workers"], plan["executor_cores"], plan["hourly_cost_usd"]) == (
+        "azure",
+        2,
+        4,
+        None,
+    )
+    assert plan["notes"] == ["no Azure prices in infra/prices.json yet"]
