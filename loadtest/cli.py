@@ -1,0 +1,170 @@
+"""`lakestack load`: run the Locust suite against the local emulator or a deployed stack."""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import subprocess
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from loadtest.errors import TargetError
+from loadtest.generators import SCENARIOS
+from loadtest.runner import SHAPEFILE, distributed_extra, locust_command, worker_command
+from loadtest.shapes import SHAPES
+
+WORKER_EXIT_TIMEOUT_SECONDS = 30
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the load goes, as read from the emulator state or the stack outputs."""
+
+    stream: str
+    region: str
+    endpoint_url: str | None
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``load`` subcommand to the ``lakestack`` command line."""
+    parser = subparsers.add_parser(
+        "load",
+        help="generate load with Locust (Kinesis PutRecords) against the emulator or a stack",
+        description=(
+            "Run the Locust load suite. --target local uses the emulator started by `lakestack local up`; "
+            "any other value is a Pulumi stack whose outputs name the stream and region. Statistics go to "
+            "OUT_DIR (CSV and HTML) and every acknowledged event to OUT_DIR/ledger. Exit status: 0 when "
+            "every event was acknowledged, 1 when some failed for good, 2 for a usage error."
+        ),
+    )
+    parser.add_argument(
+        "--target", default="local", help="'local' or a Pulumi stack name (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--scenario", default="sales", choices=SCENARIOS, help="event generator (default: %(default)s)"
+    )
+    parser.add_argument("--users", type=int, default=2, help="concurrent Locust users (default: %(default)s)")
+    parser.add_argument(
+        "--spawn-rate", type=float, default=None, help="users started per second (default: all at once)"
+    )
+    parser.add_argument(
+        "--run-time", default="1m", help="stop after this long, e.g. 90s, 10m (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--max-events", type=int, default=None, help="send exactly this many events, then stop"
+    )
+    parser.add_argument(
+        "--target-rate", type=float, default=None, help="total events/s (default: as fast as possible)"
+    )
+    parser.add_argument(
+        "--batch-size", type=int, default=100, help="events per PutRecords, 1-500 (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--workers", type=int, default=0, help="run a master and this many local workers (default: 0)"
+    )
+    parser.add_argument(
+        "--shape", choices=SHAPES, default=None, help="load shape instead of a fixed --users (peak = --users)"
+    )
+    parser.add_argument(
+        "--web", action="store_true", help="open Locust's web UI on 127.0.0.1:8089 instead of headless"
+    )
+    parser.add_argument(
+        "--out-dir",
+        default=None,
+        help="where statistics and the ledger go (default: reports/load-<UTC time>)",
+    )
+    parser.set_defaults(handler=run_load)
+
+
+def resolve_target(target: str) -> Target:
+    """Stream, region and endpoint of ``target`` ('local' or a stack name).
+
+    Raises:
+        TargetError: the emulator is not running, or the stack outputs lack the stream or region.
+    """
+    if target == "local":
+        from infra.local import read_state
+
+        state = read_state()
+        if state is None:
+            raise TargetError(
+                "--target local: expected a running emulator, found none. Start it with `lakestack local up`."
+            )
+        return Target(state.stream_name, state.region, state.endpoint_url)
+    from infra.automation import stack_outputs
+
+    outputs = stack_outputs(target)
+    missing = [key for key in ("stream_name", "region") if not outputs.get(key)]
+    if missing:
+        raise TargetError(
+            f"--target {target}: expected stack outputs stream_name and region, found {sorted(outputs)} "
+            f"(missing {', '.join(missing)}). Run `pulumi up` on that stack, or check its name."
+        )
+    return Target(str(outputs["stream_name"]), str(outputs["region"]), outputs.get("endpoint_url") or None)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def build_commands(
+    args: argparse.Namespace, target: Target, out_dir: Path
+) -> tuple[list[str], list[list[str]]]:
+    """The master (or single) Locust command and the worker commands for ``args``."""
+    extra: list[str] = []
+    workers: list[list[str]] = []
+    if args.workers:
+        port = _free_port()
+        extra += distributed_extra(workers=args.workers, master_port=port)
+        workers = [worker_command(master_port=port) for _ in range(args.workers)]
+    if args.shape:
+        extra += ["--shape", args.shape, "--shape-users", str(args.users)]
+    command = locust_command(
+        stream=target.stream,
+        region=target.region,
+        endpoint_url=target.endpoint_url,
+        ledger_dir=str(out_dir / "ledger"),
+        scenario=args.scenario,
+        users=args.users,
+        spawn_rate=args.spawn_rate or args.users,
+        run_time=None if args.shape else args.run_time,
+        max_events=args.max_events,
+        target_rate=args.target_rate,
+        batch_size=args.batch_size,
+        csv_prefix=str(out_dir / "locust"),
+        html=str(out_dir / "locust.html"),
+        extra=extra,
+    )
+    if args.shape:
+        # The shape class lives in its own file so plain runs keep --users; it also owns the run time.
+        command[command.index("-f") + 1] += f",{SHAPEFILE}"
+    if args.web:
+        command.remove("--headless")
+        command += ["--web-host", "127.0.0.1", "--autostart"]
+    return command, workers
+
+
+def run_load(args: argparse.Namespace) -> int:
+    """Handler of ``lakestack load``: resolve the target, run Locust (and its workers), return its status."""
+    target = resolve_target(args.target)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out_dir = Path(args.out_dir or f"reports/load-{stamp}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    command, worker_commands = build_commands(args, target, out_dir)
+    print(
+        f"load: {args.scenario} events to {target.stream} ({target.endpoint_url or target.region}); output {out_dir}"
+    )
+    master = subprocess.Popen(command)
+    workers = [subprocess.Popen(argv) for argv in worker_commands]
+    try:
+        status = master.wait()
+    finally:
+        for worker in workers:
+            try:
+                worker.wait(timeout=WORKER_EXIT_TIMEOUT_SECONDS)
+            except subprocess.TimeoutExpired:
+                worker.terminate()
+    return status

@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+import argparse
+import sys
+import types
+from types import SimpleNamespace
+
+import pytest
+
+import loadtest.cli as cli
+from loadtest.errors import TargetError
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="lakestack")
+    cli.register(parser.add_subparsers(dest="command"))
+    return parser.parse_args(["load", *argv])
+
+
+@pytest.fixture
+def emulator(monkeypatch):
+    import infra.local
+
+    state = SimpleNamespace(
+        endpoint_url="http://127.0.0.1:4566", region="us-east-1", stream_name="lakestack-local"
+    )
+    monkeypatch.setattr(infra.local, "read_state", lambda *a, **k: state)
+    return state
+
+
+@pytest.fixture
+def outputs(monkeypatch):
+    module = types.ModuleType("infra.automation")
+    seen: list[str] = []
+    values: dict = {"stream_name": "prod-events", "region": "eu-west-1", "bucket": "b"}
+
+    def stack_outputs(stack: str) -> dict:
+        seen.append(stack)
+        return values
+
+    module.stack_outputs = stack_outputs
+    monkeypatch.setitem(sys.modules, "infra.automation", module)
+    return seen, values
+
+
+def test_local_target_reads_the_emulator_state(emulator):
+    assert cli.resolve_target("local") == cli.Target("lakestack-local", "us-east-1", "http://127.0.0.1:4566")
+
+
+def test_local_target_without_emulator_says_how_to_start_it(monkeypatch):
+    import infra.local
+
+    monkeypatch.setattr(infra.local, "read_state", lambda *a, **k: None)
+    with pytest.raises(TargetError, match=r"found none. Start it with `lakestack local up`"):
+        cli.resolve_target("local")
+
+
+def test_stack_target_reads_the_stack_outputs(outputs):
+    seen, values = outputs
+    assert cli.resolve_target("dev") == cli.Target("prod-events", "eu-west-1", None)
+    assert seen == ["dev"]
+    del values["region"]
+    with pytest.raises(
+        TargetError, match=r"expected stack outputs stream_name and region, .* \(missing region\)"
+    ):
+        cli.resolve_target("dev")
+
+
+def test_commands_for_a_distributed_shaped_run(emulator, tmp_path):
+    args = parse("--workers", "2", "--shape", "ramp", "--users", "16", "--scenario", "transactions")
+    master, workers = cli.build_commands(args, cli.resolve_target("local"), tmp_path)
+
+    assert master[master.index("-f") + 1].endswith("loadtest/locustfile.py," + str(cli.SHAPEFILE))
+    assert master[master.index("--expect-workers") + 1] == "2"
+    assert master[master.index("--shape") + 1 :][:3] == ["ramp", "--shape-users", "16"]
+    assert "--run-time" not in master  # the shape decides when the run ends
+    assert master[master.index("--ledger") + 1] == str(tmp_path / "ledger")
+    assert len(workers) == 2
+    port = master[master.index("--master-bind-port") + 1]
+    assert workers[0][-2:] == ["--master-port", port]
+
+
+def test_run_load_returns_locusts_exit_status(emulator, tmp_path, monkeypatch):
+    started: list[list[str]] = []
+
+    class FakePopen:
+        def __init__(self, argv: list[str]) -> None:
+            started.append(argv)
+
+        def wait(self, timeout: float | None = None) -> int:
+            return 1
+
+    monkeypatch.setattr(cli.subprocess, "Popen", FakePopen)
+    args = parse("--out-dir", str(tmp_path / "run"), "--max-events", "300", "--run-time", "30s")
+
+    assert args.handler(args) == 1
+    assert len(started) == 1
+    assert started[0][started[0].index("--max-events") + 1] == "300"
+    assert started[0][started[0].index("--csv") + 1] == str(tmp_path / "run" / "locust")
+    assert (tmp_path / "run").is_dir()
