@@ -19,6 +19,7 @@ from locust import User, events
 from locust.env import Environment
 from locust.exception import StopUser
 from locust.runners import LocalRunner, MasterRunner, WorkerRunner
+from locust.stats import CSV_STATS_INTERVAL_SEC
 
 from loadtest.clients.kinesis import (
     Acknowledged,
@@ -57,10 +58,19 @@ class _Process:
         self.acknowledged = 0
         self.failed = 0
         self.limited = False
+        self._kinesis: tuple[tuple[str, str | None], Any] | None = None
 
     @property
     def runner(self) -> Any:
         return self.environment.runner
+
+    def kinesis(self, settings: LoadSettings) -> Any:
+        # One client per process, built before the users start: botocore loads its service model on
+        # the first client (a few hundred ms), which would otherwise count against the measured run.
+        key = (settings.region, settings.endpoint_url)
+        if self._kinesis is None or self._kinesis[0] != key:
+            self._kinesis = (key, kinesis_client(settings))
+        return self._kinesis[1]
 
     def ledger_writer(self, directory: str) -> LedgerWriter:
         if self.ledger is None:
@@ -128,7 +138,7 @@ def _on_init(environment: Environment, **_kwargs: Any) -> None:
         try:
             settings = settings_from_options(environment.parsed_options)
             if any(issubclass(cls, KinesisUser) for cls in environment.user_classes):
-                check_stream(settings)
+                check_stream(settings, client=state.kinesis(settings))
         except LoadTestError as exc:
             # A user mistake: say what is wrong and stop, without a stack trace.
             sys.stderr.write(f"error: {exc}\n")
@@ -183,6 +193,11 @@ def _on_quitting(environment: Environment, **_kwargs: Any) -> None:
     if isinstance(runner, WorkerRunner):
         environment.process_exit_code = 1 if state.failed else 0
     else:
+        options = environment.parsed_options
+        if options is not None and getattr(options, "csv_prefix", None):
+            # Locust's CSV writer rewrites the files once a CSV_STATS_INTERVAL_SEC and gets no final turn
+            # when a run ends by itself; yield to it once so *_stats.csv holds the final numbers.
+            gevent.sleep(CSV_STATS_INTERVAL_SEC + 0.2)
         environment.process_exit_code = state.quota.exit_code()
         logger.info(
             "lakestack: %d events acknowledged, %d failed%s",
@@ -192,14 +207,15 @@ def _on_quitting(environment: Environment, **_kwargs: Any) -> None:
         )
 
 
-def check_stream(settings: LoadSettings) -> None:
+def check_stream(settings: LoadSettings, *, client: Any = None) -> None:
     """Fail early, with a clear message, when the Kinesis stream is missing or unreachable.
 
     Raises:
         StreamNotFoundError: the stream does not exist at the endpoint.
         LoadTestError: the endpoint cannot be reached.
     """
-    client = kinesis_client(settings)
+    if client is None:
+        client = kinesis_client(settings)
     try:
         client.describe_stream_summary(StreamName=settings.stream)
     except client.exceptions.ResourceNotFoundException:
@@ -337,7 +353,7 @@ class KinesisUser(LakestackUser):
     def make_producer(self, settings: LoadSettings) -> None:
         """Create the Kinesis producer for this user."""
         self.producer = KinesisProducer(
-            kinesis_client(settings),
+            process_state(self.environment).kinesis(settings),
             settings.stream,
             fire=self.environment.events.request.fire,
             retry=RetryPolicy(max_attempts=settings.max_attempts),

@@ -82,3 +82,17 @@ def test_quota_exit_code_is_zero_only_when_the_whole_budget_was_acknowledged():
     quota.settle(4, 0)
     assert quota.exit_code() == 0
     assert Quota().exit_code() == 0
+
+
+def test_hot_key_monitor_warns_once_when_a_key_exceeds_a_shards_1000_records_per_second(caplog):
+    from loadtest.partitioning import HotKeyMonitor
+
+    monitor = HotKeyMonitor()
+    crossed = [monitor.observe("Bike", 10.0 + i / 2000) for i in range(1001)]  # 1,001 within one second
+    assert crossed.count(True) == 1 and crossed[-1] is True
+    assert [monitor.observe("Bike", 11.5) for _ in range(1500)].count(True) == 0  # warned once per key
+    assert [monitor.observe("Lock", 12.0 + i / 1000) for i in range(1000)].count(
+        True
+    ) == 0  # exactly the limit
+    assert monitor.hot_keys == {"Bike"}
+    assert "partition key 'Bike' took more than 1000 records in one second" in caplog.text
