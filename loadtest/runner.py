@@ -71,6 +71,10 @@ def locust_command(
         str(batch_size),
         "--ledger",
         str(ledger_dir),
+        # Let a user finish the batch in flight when it is stopped (run end, shape stepping down),
+        # so an entry the stream accepted is never missing from the ledger.
+        "--stop-timeout",
+        "30",
     ]
     if endpoint_url:
         argv += ["--endpoint-url", endpoint_url]

@@ -11,9 +11,11 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import gevent
+import gevent.event
 from gevent.event import AsyncResult
 from locust import User, events
 from locust.env import Environment
@@ -58,6 +60,9 @@ class _Process:
         self.acknowledged = 0
         self.failed = 0
         self.limited = False
+        # Set while the runner stops: wakes users waiting for a lease or a pacing slot, so a graceful
+        # stop (--stop-timeout) never waits on them.
+        self.stopping = gevent.event.Event()
         self._kinesis: tuple[tuple[str, str | None], Any] | None = None
 
     @property
@@ -146,8 +151,17 @@ def _on_init(environment: Environment, **_kwargs: Any) -> None:
         state.limited = settings.max_events is not None or settings.target_rate is not None
 
 
+@events.test_stopping.add_listener
+def _on_test_stopping(environment: Environment, **_kwargs: Any) -> None:
+    state = process_state(environment)
+    state.stopping.set()
+    for reply in list(state.pending.values()):
+        reply.set((0, 0.0))
+
+
 @events.test_start.add_listener
 def _on_test_start(environment: Environment, **_kwargs: Any) -> None:
+    process_state(environment).stopping.clear()
     if isinstance(environment.runner, MasterRunner | LocalRunner) and environment.parsed_options is not None:
         settings = settings_from_options(environment.parsed_options)
         state = process_state(environment)
@@ -288,8 +302,10 @@ class LakestackUser(User):
         """Create this user's producer client."""
         raise NotImplementedError
 
-    def send(self, events: list[Event]) -> SendResult:
-        """Send events (already checked and batch-sized) and return what became of each."""
+    def send(
+        self, events: list[Event], *, on_acknowledged: Callable[[list[Acknowledged]], None] | None = None
+    ) -> SendResult:
+        """Send events (already checked and batch-sized); report accepted ones as each reply arrives."""
         raise NotImplementedError
 
     def refuse(self, event: Event, error: RecordTooLargeError) -> Rejected:
@@ -303,8 +319,8 @@ class LakestackUser(User):
         granted, delay = state.lease(self.settings.batch_size)
         if granted == 0:
             raise StopUser()  # the run's --max-events are all leased
-        if delay > 0:
-            gevent.sleep(delay)
+        if delay > 0 and state.stopping.wait(delay):
+            raise StopUser()  # stopping while waiting for the pacing slot: nothing was generated
         to_send: list[Event] = []
         refused: list[Rejected] = []
         for _ in range(granted):
@@ -315,16 +331,16 @@ class LakestackUser(User):
                 refused.append(self.refuse(event, exc))
                 continue
             to_send.append(event)
+        ledger = state.ledger_writer(self.settings.ledger_dir) if self.settings.ledger_dir else None
+        record = None if ledger is None else lambda acked: ledger.write(_ledger_entries(acked))
         try:
-            result = self.send(to_send) if to_send else SendResult()
+            result = self.send(to_send, on_acknowledged=record) if to_send else SendResult()
         except StreamNotFoundError as exc:
             logger.error("%s", exc)
             state.settle(0, granted)
             self.environment.process_exit_code = 2
             _quit_soon(self.environment.runner)
             raise StopUser() from None
-        if self.settings.ledger_dir:
-            state.ledger_writer(self.settings.ledger_dir).write(_ledger_entries(result.acknowledged))
         if self.settings.partition == "entity":
             now = time.time()
             for ack in result.acknowledged:
@@ -360,9 +376,11 @@ class KinesisUser(LakestackUser):
             sleep=gevent.sleep,
         )
 
-    def send(self, events: list[Event]) -> SendResult:
+    def send(
+        self, events: list[Event], *, on_acknowledged: Callable[[list[Acknowledged]], None] | None = None
+    ) -> SendResult:
         """One PutRecords batch, retried for exactly the entries that failed."""
-        return self.producer.send(events)
+        return self.producer.send(events, on_acknowledged=on_acknowledged)
 
     def refuse(self, event: Event, error: RecordTooLargeError) -> Rejected:
         """Report an oversized event as a failed record."""
@@ -392,9 +410,14 @@ class EventHubsUser(LakestackUser):
             fire=self.environment.events.request.fire,
         )
 
-    def send(self, events: list[Event]) -> SendResult:
+    def send(
+        self, events: list[Event], *, on_acknowledged: Callable[[list[Acknowledged]], None] | None = None
+    ) -> SendResult:
         """Produce the events and wait for their delivery reports."""
-        return self.producer.send(events)
+        result = self.producer.send(events)
+        if on_acknowledged is not None and result.acknowledged:
+            on_acknowledged(result.acknowledged)
+        return result
 
     def refuse(self, event: Event, error: RecordTooLargeError) -> Rejected:
         """Report an oversized event as a failed record."""

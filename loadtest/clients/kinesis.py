@@ -206,12 +206,18 @@ class KinesisProducer:
                 self._report("record", started, elapsed, record_size(event), None)
         return records, None
 
-    def send(self, batch: Sequence[Event]) -> SendResult:
+    def send(
+        self,
+        batch: Sequence[Event],
+        *,
+        on_acknowledged: Callable[[list[Acknowledged]], None] | None = None,
+    ) -> SendResult:
         """Send one batch (<= 500 entries, <= 5 MiB), resending only the entries that failed.
 
         Whole-call errors (connection reset, throttling of the call) resend the whole remainder;
         entry errors resend exactly those entries. After ``retry.max_attempts`` attempts the rest
-        are returned as failed.
+        are returned as failed. ``on_acknowledged`` gets each reply's accepted entries before any
+        backoff, so a ledger written from it is complete even if the caller is stopped while waiting.
 
         Raises:
             StreamNotFoundError: the stream does not exist.
@@ -236,10 +242,11 @@ class KinesisProducer:
                     else:
                         final.append(Rejected(event, code, str(exc)))
             else:
+                accepted: list[Acknowledged] = []
                 for event, rec in zip(pending, records, strict=True):
                     code = rec.get("ErrorCode")
                     if not code:
-                        result.acknowledged.append(Acknowledged(event, rec["ShardId"], rec["SequenceNumber"]))
+                        accepted.append(Acknowledged(event, rec["ShardId"], rec["SequenceNumber"]))
                         continue
                     if code == THROTTLED:
                         result.throttled_attempts += 1
@@ -247,6 +254,9 @@ class KinesisProducer:
                         retry_next.append(event)
                     else:
                         final.append(Rejected(event, code, rec.get("ErrorMessage", "")))
+                result.acknowledged.extend(accepted)
+                if on_acknowledged is not None and accepted:
+                    on_acknowledged(accepted)
             result.failed.extend(final)
             if retry_next and attempt >= self._retry.max_attempts:
                 reason = "throttled or failed"

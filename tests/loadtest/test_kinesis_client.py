@@ -83,6 +83,19 @@ def test_partial_failure_resends_exactly_the_failed_entries():
     assert 0 <= sleeps[1] <= 0.1
 
 
+def test_acknowledged_entries_are_handed_over_per_reply_before_any_backoff():
+    fake = FakeKinesis([[None, THROTTLED, None], [None]])
+    seen: list[list[str]] = []
+    kinesis = KinesisProducer(fake, "s", sleep=lambda _: seen.append(["<sleep>"]), rng=random.Random(1))
+
+    kinesis.send(
+        [event(0), event(1), event(2)],
+        on_acknowledged=lambda acked: seen.append([a.event.event_id for a in acked]),
+    )
+
+    assert seen == [["id-0", "id-2"], ["<sleep>"], ["id-1"]]
+
+
 def test_entries_still_failing_after_the_last_attempt_are_failed_not_dropped():
     fake = FakeKinesis([[None, THROTTLED], [THROTTLED]])
     kinesis, _ = producer(fake, retry=RetryPolicy(max_attempts=2))

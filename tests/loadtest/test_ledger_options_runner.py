@@ -96,7 +96,7 @@ def test_locust_command_contract():
     assert argv == [
         sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--users", "2", "--spawn-rate", "2",
         "--stream", "s", "--region", "us-east-1", "--scenario", "sales", "--batch-size", "100",
-        "--ledger", "/data/ledger", "--endpoint-url", "http://127.0.0.1:5000", "--run-time", "60s",
+        "--ledger", "/data/ledger", "--stop-timeout", "30", "--endpoint-url", "http://127.0.0.1:5000", "--run-time", "60s",
         "--max-events", "500", "--target-rate", "2000", "--csv", "/r/locust", "--html", "/r/locust.html",
         "--only-summary",
     ]  # fmt: skip
