@@ -1,1 +1,27 @@
+"""lakestack's Locust load suite: producers, scenario generators with ground truth, the ledger.
 
+Only light modules are re-exported here: importing Locust monkey-patches the standard library
+(gevent), so ``loadtest.users`` and the locustfiles are imported only by Locust processes.
+"""
+
+from __future__ import annotations
+
+from loadtest.errors import LoadTestError, OptionError, RecordTooLargeError, StreamNotFoundError, TargetError
+from loadtest.events import Event
+from loadtest.generators import SCENARIOS, make_generator
+from loadtest.ledger import LedgerEntry, read_ledger
+from loadtest.runner import locust_command
+
+__all__ = [
+    "SCENARIOS",
+    "Event",
+    "LedgerEntry",
+    "LoadTestError",
+    "OptionError",
+    "RecordTooLargeError",
+    "StreamNotFoundError",
+    "TargetError",
+    "locust_command",
+    "make_generator",
+    "read_ledger",
+]

@@ -1,0 +1,98 @@
+"""The abstract Kinesis user driven in-process with a fake stream (no network, no greenlets started)."""
+
+from __future__ import annotations
+
+import random
+
+from locust import events, task
+from locust.argument_parser import parse_options
+from locust.env import Environment
+
+from loadtest.clients.kinesis import MAX_BYTES_PER_RECORD, KinesisProducer
+from loadtest.events import Event
+from loadtest.ledger import read_ledger
+from loadtest.quota import Quota
+from loadtest.users import KinesisUser, process_state
+
+THROTTLED = "ProvisionedThroughputExceededException"
+
+
+class Load(KinesisUser):
+    @task
+    def put(self) -> None:
+        self.send_batch()
+
+
+class ScriptedGenerator:
+    scenario = "sales"
+
+    def __init__(self, events: list[Event]) -> None:
+        self.events = list(events)
+
+    def next_event(self) -> Event:
+        return self.events.pop(0)
+
+    def ground_truth(self) -> dict:
+        return {"scenario": "sales", "events": 4}
+
+
+class FakeKinesis:
+    def __init__(self, plan: list[list[str | None]]) -> None:
+        self.plan = plan
+        self.sent: list[list[str]] = []
+
+    def put_records(self, *, StreamName: str, Records: list[dict]) -> dict:
+        self.sent.append([r["PartitionKey"] for r in Records])
+        step = self.plan.pop(0)
+        return {
+            "FailedRecordCount": sum(c is not None for c in step),
+            "Records": [
+                {"ShardId": "shardId-000000000002", "SequenceNumber": str(100 + i)}
+                if c is None
+                else {"ErrorCode": c, "ErrorMessage": "slow down"}
+                for i, c in enumerate(step)
+            ],
+        }
+
+
+def test_batch_with_an_oversized_event_and_a_throttled_entry(tmp_path):
+    options = parse_options(
+        ["--stream", "s", "--batch-size", "4", "--max-events", "4", "--ledger", str(tmp_path)]
+    )
+    env = Environment(user_classes=[Load], parsed_options=options, events=events)  # lakestack's listeners
+    env.create_local_runner()
+    state = process_state(env)
+    state.quota = Quota(max_events=4)
+    state.limited = True
+    user = Load(env)
+    user.on_start()
+    fake = FakeKinesis([[None, THROTTLED, None], [None]])
+    user.producer = KinesisProducer(
+        fake, "s", fire=env.events.request.fire, sleep=lambda _: None, rng=random.Random(0)
+    )
+    user.generator = ScriptedGenerator(
+        [
+            Event("e0", "2026-01-01T00:00:00.000000Z", "k0", b"{}"),
+            Event("big", "2026-01-01T00:00:00.000001Z", "k1", b"x" * MAX_BYTES_PER_RECORD),
+            Event("e2", "2026-01-01T00:00:00.000002Z", "k2", b"{}"),
+            Event("e3", "2026-01-01T00:00:00.000003Z", "k3", b"{}"),
+        ]
+    )
+
+    state.generators[-1] = user.generator  # its ground truth is written at exit
+    user.send_batch()
+
+    assert fake.sent == [["k0", "k2", "k3"], ["k2"]]  # the oversized event never left; only k2 was resent
+    assert [(e.event_id, e.sequence_number) for e in read_ledger(tmp_path)] == [
+        ("e0", "100"),
+        ("e3", "102"),
+        ("e2", "100"),
+    ]
+    assert (state.quota.acknowledged, state.quota.failed) == (3, 1)
+    records = env.stats.get("record", "PutRecords")
+    assert (records.num_requests, records.num_failures) == (5, 2)  # 3 + 1 sent, 1 throttled, 1 refused
+
+    env.events.quitting.fire(environment=env)
+    assert env.process_exit_code == 1  # one event (the oversized one) was never acknowledged
+    truth = list(tmp_path.glob("truth-sales-*-0.json"))
+    assert [p.read_text() for p in truth] == ['{\n "scenario": "sales",\n "events": 4\n}']
