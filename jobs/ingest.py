@@ -34,6 +34,7 @@ BRONZE_COLUMNS: tuple[str, ...] = (
     "batch_id",
 )
 _TRIGGER = re.compile(r"^(available-now|processing-time=(\d+(?:\.\d+)?)s)$")
+_DRAIN_POLL = "500 milliseconds"
 _STARTING = re.compile(r"^(trim-horizon|latest|at-timestamp=(.+))$")
 
 
@@ -215,11 +216,10 @@ def start(spark: SparkSession, settings: IngestSettings) -> StreamingQuery:
         .option("checkpointLocation", settings.checkpoint)
         .foreachBatch(make_batch_writer(spark, settings))
     )
-    writer = (
-        writer.trigger(availableNow=True)
-        if settings.available_now
-        else writer.trigger(processingTime=f"{settings.processing_seconds:g} seconds")
-    )
+    # Spark 4.0 falls back to a single (capped) batch for Python sources under Trigger.AvailableNow, so
+    # available-now is a fast processing-time trigger that `run()` stops once the source has caught up.
+    interval = _DRAIN_POLL if settings.available_now else f"{settings.processing_seconds:g} seconds"
+    writer = writer.trigger(processingTime=interval)
     log.info(
         "ingest: %s (%s) -> %s, checkpoint %s, trigger %s",
         settings.stream,
@@ -229,6 +229,16 @@ def start(spark: SparkSession, settings: IngestSettings) -> StreamingQuery:
         settings.trigger,
     )
     return writer.start()
+
+
+def caught_up(query: StreamingQuery) -> bool:
+    """True once a trigger found no new data in the source and nothing is in flight.
+
+    Spark sets "Waiting for data to arrive" only after a trigger in which the source offered nothing past
+    what is already committed, so everything that was in the stream before that trigger is in the table.
+    """
+    status = query.status
+    return status["message"] == "Waiting for data to arrive" and not status["isTriggerActive"]
 
 
 def run(settings: IngestSettings, *, spark: SparkSession | None = None) -> int:
@@ -246,7 +256,10 @@ def run(settings: IngestSettings, *, spark: SparkSession | None = None) -> int:
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         while query.isActive and not stop_requested.is_set():
-            query.awaitTermination(1)
+            query.awaitTermination(0.25 if settings.available_now else 1)
+            if settings.available_now and caught_up(query):
+                log.info("ingest: caught up with the stream (available-now), stopping")
+                break
         if query.isActive:
             query.stop()
         error = query.exception()

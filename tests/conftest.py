@@ -24,18 +24,19 @@ def spark():
 
 
 @pytest.fixture(scope="session")
-def moto_endpoint() -> Iterator[str]:
+def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """URL of a moto server on 127.0.0.1 (Kinesis, S3, ...), shared by the whole test session.
 
-    Tests keep apart by naming their own streams and buckets (use the ``unique_name`` fixture).
+    It runs in its own process: delta-rs holds the GIL while it waits on S3, so an in-process server thread
+    would stall every lake write. Tests keep apart by naming their own streams and buckets (``unique_name``).
     """
-    from moto.server import ThreadedMotoServer
+    from infra.local import free_port, start_server
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
+    port = free_port()
+    process = start_server(port, log_path=tmp_path_factory.mktemp("moto") / "moto.log")
+    yield f"http://127.0.0.1:{port}"
+    process.terminate()
+    process.wait(timeout=10)
 
 
 @pytest.fixture

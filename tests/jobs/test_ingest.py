@@ -95,6 +95,7 @@ def test_crash_between_delta_commit_and_checkpoint_commit_adds_nothing(spark, st
         key=lambda p: int(p.name),
     )
     commits[-1].unlink()
+    (commits[-1].parent / f".{commits[-1].name}.crc").unlink(missing_ok=True)
     assert ingest.run(settings, spark=spark) == 0
     assert _table(settings).version() == version
     assert len(_payloads(settings)) == 150
