@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -14,7 +15,8 @@ from loadtest.generators import SCENARIOS
 from loadtest.runner import SHAPEFILE, distributed_extra, locust_command, worker_command
 from loadtest.shapes import SHAPES
 
-WORKER_EXIT_TIMEOUT_SECONDS = 30
+# Workers quit within a second of a normal end; one whose master failed early would wait 60 s for it.
+WORKER_EXIT_TIMEOUT_SECONDS = 10
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,7 @@ class Target:
     stream: str
     region: str
     endpoint_url: str | None
+    environment: dict[str, str] = field(default_factory=dict)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -74,10 +77,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="where statistics and the ledger go (default: reports/load-<UTC time>)",
     )
+    parser.add_argument(
+        "--state-dir", default=None, help="state directory of `lakestack local` (default: the one it uses)"
+    )
     parser.set_defaults(handler=run_load)
 
 
-def resolve_target(target: str) -> Target:
+def resolve_target(target: str, *, state_dir: str | None = None) -> Target:
     """Stream, region and endpoint of ``target`` ('local' or a stack name).
 
     Raises:
@@ -86,12 +92,14 @@ def resolve_target(target: str) -> Target:
     if target == "local":
         from infra.local import read_state
 
-        state = read_state()
+        state = read_state() if state_dir is None else read_state(Path(state_dir))
         if state is None:
             raise TargetError(
                 "--target local: expected a running emulator, found none. Start it with `lakestack local up`."
             )
-        return Target(state.stream_name, state.region, state.endpoint_url)
+        # The emulator's own (dummy) credentials and endpoint, so Locust needs nothing from the shell.
+        environment = state.environment() if hasattr(state, "environment") else {}
+        return Target(state.stream_name, state.region, state.endpoint_url, dict(environment))
     from infra.automation import stack_outputs
 
     outputs = stack_outputs(target)
@@ -149,7 +157,7 @@ def build_commands(
 
 def run_load(args: argparse.Namespace) -> int:
     """Handler of ``lakestack load``: resolve the target, run Locust (and its workers), return its status."""
-    target = resolve_target(args.target)
+    target = resolve_target(args.target, state_dir=args.state_dir)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out_dir = Path(args.out_dir or f"reports/load-{stamp}")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -157,8 +165,9 @@ def run_load(args: argparse.Namespace) -> int:
     print(
         f"load: {args.scenario} events to {target.stream} ({target.endpoint_url or target.region}); output {out_dir}"
     )
-    master = subprocess.Popen(command)
-    workers = [subprocess.Popen(argv) for argv in worker_commands]
+    env = {**os.environ, **target.environment}
+    master = subprocess.Popen(command, env=env)
+    workers = [subprocess.Popen(argv, env=env) for argv in worker_commands]
     try:
         status = master.wait()
     finally:

@@ -82,10 +82,12 @@ def test_commands_for_a_distributed_shaped_run(emulator, tmp_path):
 
 def test_run_load_returns_locusts_exit_status(emulator, tmp_path, monkeypatch):
     started: list[list[str]] = []
+    environments: list[dict[str, str]] = []
 
     class FakePopen:
-        def __init__(self, argv: list[str]) -> None:
+        def __init__(self, argv: list[str], env: dict[str, str]) -> None:
             started.append(argv)
+            environments.append(env)
 
         def wait(self, timeout: float | None = None) -> int:
             return 1
@@ -98,3 +100,4 @@ def test_run_load_returns_locusts_exit_status(emulator, tmp_path, monkeypatch):
     assert started[0][started[0].index("--max-events") + 1] == "300"
     assert started[0][started[0].index("--csv") + 1] == str(tmp_path / "run" / "locust")
     assert (tmp_path / "run").is_dir()
+    assert environments[0]["AWS_ACCESS_KEY_ID"] == "emulator"  # the emulator's credentials reach Locust
