@@ -22,7 +22,10 @@ def emulator(monkeypatch):
     import infra.local
 
     state = SimpleNamespace(
-        endpoint_url="http://127.0.0.1:4566", region="us-east-1", stream_name="lakestack-local"
+        endpoint_url="http://127.0.0.1:4566",
+        region="us-east-1",
+        stream_name="lakestack-local",
+        environment=lambda: {"AWS_ACCESS_KEY_ID": "emulator", "AWS_SECRET_ACCESS_KEY": "emulator"},
     )
     monkeypatch.setattr(infra.local, "read_state", lambda *a, **k: state)
     return state
@@ -44,7 +47,12 @@ def outputs(monkeypatch):
 
 
 def test_local_target_reads_the_emulator_state(emulator):
-    assert cli.resolve_target("local") == cli.Target("lakestack-local", "us-east-1", "http://127.0.0.1:4566")
+    assert cli.resolve_target("local") == cli.Target(
+        "lakestack-local",
+        "us-east-1",
+        "http://127.0.0.1:4566",
+        {"AWS_ACCESS_KEY_ID": "emulator", "AWS_SECRET_ACCESS_KEY": "emulator"},
+    )
 
 
 def test_local_target_without_emulator_says_how_to_start_it(monkeypatch):
