@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from jobs.sources.errors import KinesisReadError, StreamAccessError, StreamNotFoundError
+from jobs.sources.errors import KinesisReadError, SourceSettingsError, StreamAccessError, StreamNotFoundError
 
 T = TypeVar("T")
 
@@ -52,13 +53,24 @@ def http_status(error: BaseException) -> int | None:
 def make_client(service: str, *, region: str, endpoint_url: str | None, factory: str | None = None) -> Any:
     """Return a boto3 client; credentials come from boto3's default chain.
 
-    ``factory`` is an optional ``"module:callable"`` path called as ``callable(service, region=...,
+    ``factory`` is an optional ``"module:callable"`` (or ``"/path/file.py:callable"``) path called as ``callable(service, region=...,
     endpoint_url=...)``: it runs inside Spark's Python processes, where test code cannot monkeypatch, so
     it is how a caller injects a client (fault injection, custom session) by name.
     """
     if factory:
-        module_name, _, attr = factory.partition(":")
-        build = getattr(importlib.import_module(module_name), attr)
+        module_name, _, attr = factory.rpartition(":")
+        if module_name.endswith(".py"):
+            # A file path works where the module is not on the workers' sys.path (local mode, tests).
+            spec = importlib.util.spec_from_file_location(
+                f"_lakestack_factory_{abs(hash(module_name))}", module_name
+            )
+            if spec is None or spec.loader is None:
+                raise SourceSettingsError(f"expected a Python file for clientFactory, found {module_name!r}.")
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(module_name)
+        build = getattr(module, attr)
         return build(service, region=region, endpoint_url=endpoint_url)
     import boto3
     from botocore.config import Config

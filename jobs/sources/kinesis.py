@@ -15,11 +15,13 @@ after a restart (no prefetched data) or a range too large to ship re-reads the e
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
+import random
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -173,9 +175,44 @@ def _to_arrow(shard_id: str, read: ShardRead) -> pa.RecordBatch:
     )
 
 
+def _start_key(shard_id: str, state: dict[str, Any]) -> str:
+    return json.dumps([shard_id, state.get("seq"), state.get("from"), state.get("done")])
+
+
+def _after(state: dict[str, Any], read: ShardRead) -> dict[str, Any]:
+    if read.last_sequence is None:
+        return state
+    return {**state, "seq": read.last_sequence, "ts": read.last_arrival_ms}
+
+
+def _merge(first: ShardRead, more: ShardRead) -> ShardRead:
+    inline = first.inline and more.inline
+    stats = first.stats
+    stats.calls += more.stats.calls
+    stats.throttled += more.stats.throttled
+    stats.retries += more.stats.retries
+    stats.iterator_refreshes += more.stats.iterator_refreshes
+    return ShardRead(
+        data=first.data + more.data if inline else [],
+        partition_keys=first.partition_keys + more.partition_keys if inline else [],
+        sequence_numbers=first.sequence_numbers + more.sequence_numbers,
+        arrival_times=first.arrival_times + more.arrival_times if inline else [],
+        nbytes=first.nbytes + more.nbytes,
+        last_sequence=more.last_sequence or first.last_sequence,
+        last_arrival_ms=more.last_arrival_ms or first.last_arrival_ms,
+        finished=more.finished,
+        millis_behind_latest=more.millis_behind_latest,
+        lost=more.lost,
+        stats=stats,
+        inline=inline,
+    )
+
+
 def _ipc_bytes(batch: pa.RecordBatch) -> bytes:
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, batch.schema) as writer:
+    # lz4 keeps tasks small (payloads are often JSON) for little CPU.
+    options = pa.ipc.IpcWriteOptions(compression="lz4")
+    with pa.ipc.new_stream(sink, batch.schema, options=options) as writer:
         writer.write_batch(batch)
     return sink.getvalue().to_pybytes()
 
@@ -191,6 +228,8 @@ class KinesisStreamReader(DataSourceStreamReader):
         self._next_batch = 0
         self._prefetch: dict[tuple[str, str | None, str], bytes] = {}
         self._initial_offset: dict[str, Any] | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._prefetched: dict[str, Future[ShardRead]] = {}
 
     # The reader is pickled to executors for read(): ship settings only, never clients or prefetched rows.
     def __getstate__(self) -> dict[str, Any]:
@@ -229,7 +268,7 @@ class KinesisStreamReader(DataSourceStreamReader):
                 what=f"{what} on stream {s.stream_name!r}",
                 policy=RetryPolicy(max_attempts=s.max_attempts),
                 stats=CallStats(),
-                rng=__import__("random").Random(),
+                rng=random.Random(),
             )
         except Exception as error:
             explain_access_error(error, stream=s.stream_name, region=s.region, endpoint_url=s.endpoint_url)
@@ -312,14 +351,31 @@ class KinesisStreamReader(DataSourceStreamReader):
             and all(p not in listed or (old.get(p) or {}).get("done") for p in info.parents)
         ]
         reader = self._shard_reader(retention_ms=retention_ms)
+        pool = self._executor()
+        futures = {
+            info.shard_id: self._prefetched.pop(_start_key(info.shard_id, new[info.shard_id]), None)
+            or pool.submit(self._read_shard, reader, info, new[info.shard_id])
+            for info in eligible
+        }
+        # Futures of positions the plan moved away from (e.g. after a restart) are not worth waiting for.
+        for stale in self._prefetched.values():
+            stale.cancel()
+        self._prefetched.clear()
         reads: dict[str, ShardRead] = {}
-        if eligible:
-            with ThreadPoolExecutor(max_workers=min(8, len(eligible))) as pool:
-                futures = {
-                    info.shard_id: pool.submit(self._read_shard, reader, info, new[info.shard_id])
-                    for info in eligible
-                }
-                reads = {shard_id: future.result() for shard_id, future in futures.items()}
+        for info in eligible:
+            read = futures[info.shard_id].result()
+            wanted = self._settings.max_records_per_shard - len(read.sequence_numbers)
+            if wanted > 0 and not read.finished and read.lost is None:
+                # The read-ahead may predate records that arrived since: top the batch up to the cap.
+                more = reader.read(
+                    info.shard_id,
+                    _after(new[info.shard_id], read),
+                    closed_end=info.ending_sequence,
+                    max_records=wanted,
+                    inline_bytes=self._settings.inline_bytes_per_shard - read.nbytes,
+                )
+                read = _merge(read, more)
+            reads[info.shard_id] = read
         shard_metrics: dict[str, Any] = {}
         for shard_id, read in reads.items():
             state = new[shard_id]
@@ -343,6 +399,7 @@ class KinesisStreamReader(DataSourceStreamReader):
                 "finished": read.finished,
             }
         end = {"stream": s.stream_name, "shards": {k: new[k] for k in sorted(new)}}
+        self._read_ahead(reader, listed, end["shards"])
         metrics = {
             "stream": s.stream_name,
             "records": sum(m["records"] for m in shard_metrics.values()),
@@ -355,6 +412,33 @@ class KinesisStreamReader(DataSourceStreamReader):
             "shards": shard_metrics,
         }
         return end, metrics
+
+    def _executor(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kinesis-read")
+        return self._pool
+
+    def _read_ahead(
+        self, reader: ShardReader, listed: dict[str, ShardInfo], shards: dict[str, dict[str, Any]]
+    ) -> None:
+        """Start reading the next batch while Spark runs this one: hides a batch's fixed cost behind I/O.
+
+        The read-ahead starts at the end just planned; the next plan uses it only when its start matches.
+        """
+        pool = self._executor()
+        for shard_id, info in listed.items():
+            state = shards[shard_id]
+            if state["done"] or not all(
+                p not in listed or shards.get(p, {}).get("done") for p in info.parents
+            ):
+                continue
+            key = _start_key(shard_id, state)
+            self._prefetched[key] = pool.submit(self._read_shard, reader, info, dict(state))
+
+    def stop(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
 
     def _read_shard(self, reader: ShardReader, info: ShardInfo, state: dict[str, Any]) -> ShardRead:
         return reader.read(

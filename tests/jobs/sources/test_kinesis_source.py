@@ -57,12 +57,28 @@ def _merge_like_aws(self, shard_to_merge, adjacent_shard_to_merge):
     first.is_open = second.is_open = False
 
 
+@pytest.fixture(scope="module")
+def resharding_endpoint():
+    """An in-process emulator that reshards like AWS: parents keep their records, writes go to open shards.
+
+    The shared ``moto_endpoint`` runs in another process, out of reach of these patches.
+    """
+    from moto.server import ThreadedMotoServer
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(moto_kinesis.Stream, "get_shard_for_key", _open_shard_for_key)
+        patch.setattr(moto_kinesis.Stream, "split_shard", _split_like_aws)
+        patch.setattr(moto_kinesis.Stream, "merge_shards", _merge_like_aws)
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        server.start()
+        host, port = server.get_host_and_port()
+        yield f"http://{host}:{port}"
+        server.stop()
+
+
 @pytest.fixture
-def aws_resharding(monkeypatch):
-    """Make the in-process emulator reshard like AWS: parents keep their records, writes go to open shards."""
-    monkeypatch.setattr(moto_kinesis.Stream, "get_shard_for_key", _open_shard_for_key)
-    monkeypatch.setattr(moto_kinesis.Stream, "split_shard", _split_like_aws)
-    monkeypatch.setattr(moto_kinesis.Stream, "merge_shards", _merge_like_aws)
+def reshard_kinesis(resharding_endpoint):
+    return boto3.client("kinesis", region_name="us-east-1", endpoint_url=resharding_endpoint)
 
 
 @pytest.fixture
@@ -200,7 +216,8 @@ def _assert_exactly_once_in_key_order(rows: list[dict], expected: int) -> None:
         assert seen == sorted(seen), f"key {key} out of order: {seen}"
 
 
-def test_split_and_merge_between_runs(spark, moto_endpoint, kinesis, unique_name, tmp_path, aws_resharding):
+def test_split_and_merge_between_runs(spark, resharding_endpoint, reshard_kinesis, unique_name, tmp_path):
+    moto_endpoint, kinesis = resharding_endpoint, reshard_kinesis
     shards = _create_stream(kinesis, unique_name)
     _put(kinesis, unique_name, _events(0, 200))
     run = Run(spark, tmp_path, unique_name, moto_endpoint, max_records_per_shard=30)
@@ -220,8 +237,9 @@ def test_split_and_merge_between_runs(spark, moto_endpoint, kinesis, unique_name
 
 
 def test_split_and_merge_while_running_with_restarts(
-    spark, moto_endpoint, kinesis, unique_name, tmp_path, aws_resharding
+    spark, resharding_endpoint, reshard_kinesis, unique_name, tmp_path
 ):
+    moto_endpoint, kinesis = resharding_endpoint, reshard_kinesis
     shards = _create_stream(kinesis, unique_name)
     run = Run(spark, tmp_path, unique_name, moto_endpoint, max_records_per_shard=25)
     df = read_kinesis_stream(
@@ -269,3 +287,49 @@ def test_binary_payloads_are_kept_unchanged(spark, moto_endpoint, kinesis, uniqu
     assert [r["partition_key"] for r in rows] == ["p0", "p1", "p2", "p3"]
     assert [r["sequence_number"] for r in rows] == ["1", "2", "3", "4"]
     assert all(r["arrival_time"].tzinfo is not None or r["arrival_time"].year >= 2025 for r in rows)
+
+
+def test_injected_throttling_and_expired_iterators_are_survived(
+    spark, moto_endpoint, kinesis, unique_name, tmp_path
+):
+    _create_stream(kinesis, unique_name, shards=2)
+    _put(kinesis, unique_name, _events(0, 120))
+    run = Run(
+        spark,
+        tmp_path,
+        unique_name,
+        moto_endpoint,
+        max_records_per_shard=20,
+        client_factory=f"{Path(__file__).with_name('flaky_kinesis.py')}:build",
+    )
+    run.drain()
+    _assert_exactly_once_in_key_order(run.rows(), 120)
+    metrics = read_source_metrics(run.checkpoint)
+    assert sum(m["throttled"] for m in metrics) >= 3
+    assert sum(sum(s["iterator_refreshes"] for s in m["shards"].values()) for m in metrics) >= 1
+    assert sum(m["records"] for m in metrics) == 120
+
+
+def test_restart_after_a_batch_ran_but_was_not_committed_replays_it_exactly(
+    spark, moto_endpoint, kinesis, unique_name, tmp_path
+):
+    _create_stream(kinesis, unique_name, shards=2)
+    _put(kinesis, unique_name, _events(0, 100))
+    run = Run(spark, tmp_path, unique_name, moto_endpoint, max_records_per_shard=20)
+    run.drain()
+    before = run.rows()
+    last = max(int(p.name) for p in (Path(run.checkpoint) / "commits").iterdir() if p.name.isdigit())
+    # A crash after the sink wrote batch `last` and before Spark committed it: the batch is replayed from
+    # its logged offsets with no prefetched rows, so the executor re-reads the exact range.
+    (Path(run.checkpoint) / "commits" / str(last)).unlink()
+    (Path(run.checkpoint) / "commits" / f".{last}.crc").unlink(missing_ok=True)
+    (run.out / f"batch={last:06d}").rename(tmp_path / "first-attempt")
+    _put(kinesis, unique_name, _events(100, 130))
+    run.drain()
+    replayed = pq.read_table(str(run.out / f"batch={last:06d}")).to_pylist()
+    first = pq.read_table(str(tmp_path / "first-attempt")).to_pylist()
+    key = lambda r: (r["shard_id"], int(r["sequence_number"]))  # noqa: E731
+    assert sorted(replayed, key=key) == sorted(first, key=key)
+    assert len(first) > 0
+    _assert_exactly_once_in_key_order(run.rows(), 130)
+    assert len(before) == 100

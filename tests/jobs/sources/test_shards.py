@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 
+import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from jobs.sources import DataLossError, KinesisReadError, parse_starting_position
-from jobs.sources._client import RetryPolicy
+from jobs.sources import (
+    DataLossError,
+    KinesisReadError,
+    StreamAccessError,
+    StreamNotFoundError,
+    parse_starting_position,
+)
+from jobs.sources._checkpoint import last_logged_offset, pinned_start
+from jobs.sources._client import RetryPolicy, explain_access_error
 from jobs.sources._shards import ShardReader
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -178,3 +187,30 @@ def test_starting_positions():
     assert parse_starting_position("at-timestamp=2026-01-01T00:00:01Z") == "AT_TIMESTAMP:1767225601000"
     assert parse_starting_position("at-timestamp=2026-01-01T00:00:01") == "AT_TIMESTAMP:1767225601000"
     assert parse_starting_position("latest", now=T0) == "AT_TIMESTAMP:1767225600000"
+
+
+@pytest.mark.parametrize(
+    "code,expected",
+    [("UnrecognizedClientException", StreamAccessError), ("ResourceNotFoundException", StreamNotFoundError)],
+)
+def test_access_errors_name_stream_and_region(code, expected):
+    error = _error(code, 400, "ListShards")
+    with pytest.raises(expected, match=r"stream 'orders' in region 'eu-west-3'"):
+        explain_access_error(error, stream="orders", region="eu-west-3", endpoint_url=None)
+
+
+def test_offset_log_and_pinned_start_on_s3(moto_endpoint, unique_name):
+    s3 = boto3.client("s3", region_name="us-east-1", endpoint_url=moto_endpoint)
+    s3.create_bucket(Bucket=unique_name)
+    checkpoint = f"s3://{unique_name}/checkpoints/ingest"
+    offset = {
+        "stream": "orders",
+        "shards": {"shardId-0": {"seq": "42", "from": "TRIM_HORIZON", "done": False}},
+    }
+    for batch, text in [(0, '{"stream": "other", "shards": {}}'), (7, json.dumps(offset))]:
+        body = f'v1\n{{"batchWatermarkMs":0}}\n{text}'
+        s3.put_object(Bucket=unique_name, Key=f"checkpoints/ingest/offsets/{batch}", Body=body.encode())
+    assert last_logged_offset(checkpoint, "orders", lambda: s3) == (7, offset)
+    assert last_logged_offset(checkpoint, "other", lambda: s3) == (0, {"stream": "other", "shards": {}})
+    assert pinned_start(checkpoint, "AT_TIMESTAMP:1", lambda: s3) == "AT_TIMESTAMP:1"
+    assert pinned_start(checkpoint, "AT_TIMESTAMP:2", lambda: s3) == "AT_TIMESTAMP:1"

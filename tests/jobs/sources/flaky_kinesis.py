@@ -1,0 +1,50 @@
+"""A Kinesis client factory that injects real botocore throttling and expired-iterator errors.
+
+Loaded by file path (``clientFactory="<dir>/flaky_kinesis.py:build"``) inside Spark's Python processes,
+where a test cannot monkeypatch.
+"""
+
+from __future__ import annotations
+
+import boto3
+from botocore.exceptions import ClientError
+
+
+def _error(code: str, status: int, operation: str) -> ClientError:
+    return ClientError(
+        {
+            "Error": {"Code": code, "Message": f"injected {code}"},
+            "ResponseMetadata": {"HTTPStatusCode": status},
+        },
+        operation,
+    )
+
+
+class FlakyKinesis:
+    """Every 3rd GetRecords is throttled, every 4th says the iterator expired, every 5th GetShardIterator is throttled."""
+
+    def __init__(self, real) -> None:
+        self._real = real
+        self._get_records = 0
+        self._iterators = 0
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def get_records(self, **kwargs):
+        self._get_records += 1
+        if self._get_records % 3 == 0:
+            raise _error("ProvisionedThroughputExceededException", 400, "GetRecords")
+        if self._get_records % 4 == 0:
+            raise _error("ExpiredIteratorException", 400, "GetRecords")
+        return self._real.get_records(**kwargs)
+
+    def get_shard_iterator(self, **kwargs):
+        self._iterators += 1
+        if self._iterators % 5 == 0:
+            raise _error("ProvisionedThroughputExceededException", 400, "GetShardIterator")
+        return self._real.get_shard_iterator(**kwargs)
+
+
+def build(service: str, *, region: str, endpoint_url: str | None):
+    return FlakyKinesis(boto3.client(service, region_name=region, endpoint_url=endpoint_url))
