@@ -1,1 +1,56 @@
+"""The lake layer: exactly-once Delta appends from Spark micro-batches and the table operations pipelines use.
 
+delta-rs is the engine everywhere; a JVM delta-spark engine sits behind the same interface where its
+classes load. Storage options for every table are built by ``storage_options_for``.
+"""
+
+from __future__ import annotations
+
+from jobs.lake._deltars import DeltaRsEngine
+from jobs.lake._retry import RetryPolicy, is_transient, with_retries
+from jobs.lake._storage import redact, storage_options_for
+from jobs.lake.engine import (
+    APP_ID_KEY,
+    BATCH_ID_KEY,
+    AppendResult,
+    CommitRecord,
+    CompactResult,
+    LakeEngine,
+    MergeResult,
+    SchemaMode,
+    TableProtocol,
+)
+from jobs.lake.errors import (
+    EngineUnavailableError,
+    LakeError,
+    LakeTableNotFoundError,
+    LakeWriteError,
+    SchemaMismatchError,
+    StorageConfigError,
+)
+from jobs.lake.sink import foreach_batch_writer
+
+__all__ = [
+    "APP_ID_KEY",
+    "BATCH_ID_KEY",
+    "AppendResult",
+    "CommitRecord",
+    "CompactResult",
+    "DeltaRsEngine",
+    "EngineUnavailableError",
+    "LakeEngine",
+    "LakeError",
+    "LakeTableNotFoundError",
+    "LakeWriteError",
+    "MergeResult",
+    "RetryPolicy",
+    "SchemaMismatchError",
+    "SchemaMode",
+    "StorageConfigError",
+    "TableProtocol",
+    "foreach_batch_writer",
+    "is_transient",
+    "redact",
+    "storage_options_for",
+    "with_retries",
+]

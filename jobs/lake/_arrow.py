@@ -1,0 +1,81 @@
+"""Arrow helpers shared by the engines: timestamp normalisation, schema diffs, latest row per key."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import Schema as DeltaSchema
+
+_UTC_MICROS = pa.timestamp("us", tz="UTC")
+
+
+def normalize_timestamps(data: pa.Table) -> pa.Table:
+    """Make every top-level timestamp column microseconds, UTC.
+
+    Delta's ``timestamp`` type is time-zone-aware microseconds. A naive column would become
+    ``timestamp_ntz``, a table feature (writer 7) that Delta 3.2 readers such as Synapse reject, and
+    nanoseconds have no Delta type. Naive values are taken as UTC, which is what the session time zone is.
+    """
+    columns = []
+    changed = False
+    for name, column in zip(data.column_names, data.columns, strict=True):
+        if pa.types.is_timestamp(column.type) and column.type != _UTC_MICROS:
+            # ns -> us truncates sub-microsecond digits, which Delta cannot store anyway.
+            column = pc.cast(column, _UTC_MICROS, safe=False)
+            changed = True
+        columns.append(column)
+        del name
+    if not changed:
+        return data
+    fields = [
+        pa.field(f.name, c.type, f.nullable, f.metadata) for f, c in zip(data.schema, columns, strict=True)
+    ]
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields, metadata=data.schema.metadata))
+
+
+def delta_types(schema: pa.Schema | DeltaSchema) -> dict[str, str]:
+    """Map column name -> Delta type name (``long``, ``string``, ``timestamp``, nested types spelled out)."""
+    delta_schema = schema if isinstance(schema, DeltaSchema) else DeltaSchema.from_arrow(schema)
+    return {f.name: _type_name(f.type) for f in delta_schema.fields}
+
+
+def _type_name(delta_type: object) -> str:
+    text = str(delta_type)
+    # PrimitiveType("long") -> long; complex types keep their structure, which is what a person compares.
+    if text.startswith('PrimitiveType("') and text.endswith('")'):
+        return text[len('PrimitiveType("') : -2]
+    return text
+
+
+def schema_diff(
+    table: dict[str, str], data: dict[str, str]
+) -> tuple[list[str], list[str], list[tuple[str, str, str]]]:
+    """Return (missing from data, extra in data, (column, table type, data type) changed)."""
+    missing = [name for name in table if name not in data]
+    extra = [name for name in data if name not in table]
+    changed = [
+        (name, table[name], data[name]) for name in table if name in data and table[name] != data[name]
+    ]
+    return missing, extra, changed
+
+
+def latest_per_key(data: pa.Table, keys: Sequence[str], precombine: str) -> pa.Table:
+    """Keep one row per key: the highest ``precombine`` value, and among equals the last one in the batch.
+
+    Rows whose ``precombine`` is null lose to any non-null row of the same key.
+    """
+    if data.num_rows == 0:
+        return data
+    order = "__lakestack_row"
+    indexed = data.append_column(order, pa.array(range(data.num_rows), pa.int64()))
+    ranked = indexed.sort_by(
+        [(k, "ascending") for k in keys] + [(precombine, "descending"), (order, "descending")]
+    )
+    # Nulls in precombine must sort last within a key; sort_by puts nulls at the end for descending too,
+    # so the first row of each key group is the winner.
+    firsts = ranked.group_by(list(keys), use_threads=False).aggregate([(order, "first")])
+    winners = pc.sort_indices(firsts[f"{order}_first"])
+    rows = pc.take(firsts[f"{order}_first"], winners)
+    return data.take(rows)

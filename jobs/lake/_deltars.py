@@ -1,0 +1,399 @@
+"""The delta-rs engine: the one Delta code path that runs everywhere (laptop, EMR, Synapse)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake.exceptions import TableNotFoundError
+
+from jobs.lake._arrow import delta_types, latest_per_key, normalize_timestamps, schema_diff
+from jobs.lake.engine import (
+    APP_ID_KEY,
+    BATCH_ID_KEY,
+    AppendResult,
+    CommitRecord,
+    CompactResult,
+    MergeResult,
+    SchemaMode,
+    TableProtocol,
+)
+from jobs.lake.errors import LakeError, LakeTableNotFoundError, SchemaMismatchError
+
+log = logging.getLogger(__name__)
+
+# Seven days: the Delta default below which a vacuum can break concurrent readers and time travel.
+DEFAULT_RETENTION_HOURS = 168
+
+
+class DeltaRsEngine:
+    """Delta tables through delta-rs (the ``deltalake`` package). The default engine."""
+
+    name = "delta-rs"
+
+    def __repr__(self) -> str:
+        return "DeltaRsEngine()"
+
+    # -- appends ---------------------------------------------------------------------------------------
+
+    def append(
+        self,
+        table_uri: str,
+        data: pa.Table,
+        *,
+        app_id: str,
+        batch_id: int,
+        partition_by: Sequence[str] | None = None,
+        schema_mode: SchemaMode = "strict",
+        target_file_size: int | None = None,
+        storage_options: Mapping[str, str] | None = None,
+    ) -> AppendResult:
+        """Append ``data`` in ONE commit carrying the transaction ``(app_id, batch_id)``.
+
+        delta-rs records a transaction id without rejecting a repeated one, so the table's last
+        transaction version for ``app_id`` is read first and a batch at or below it is skipped.
+        An empty ``data`` still commits (no files, the transaction only) so progress is recorded.
+
+        Raises:
+            SchemaMismatchError: the data's columns or types differ from the table's (strict mode), or a
+                column's type differs (merge mode).
+            LakeError: ``partition_by`` differs from the existing table's partitioning.
+        """
+        if schema_mode not in ("strict", "merge"):
+            raise LakeError(
+                f"expected schema_mode 'strict' or 'merge', found {schema_mode!r} for {table_uri}."
+            )
+        options = dict(storage_options or {})
+        batch = normalize_timestamps(data)
+        table = _open(table_uri, options)
+        if table is not None:
+            done = table.transaction_version(app_id)
+            if done is not None and done >= batch_id:
+                return AppendResult(committed=False, table_version=table.version(), rows=0)
+            _check_schema(table_uri, table, batch.schema, schema_mode)
+            _check_partitioning(table_uri, table, partition_by)
+        write_deltalake(
+            table if table is not None else table_uri,
+            batch,
+            mode="append",
+            partition_by=list(partition_by) if partition_by else None,
+            schema_mode="merge" if schema_mode == "merge" else None,
+            storage_options=options or None,
+            target_file_size=target_file_size,
+            commit_properties=_commit_properties(app_id, batch_id),
+        )
+        # write_deltalake moves a DeltaTable it was given to the version it committed; no history() read
+        # (history() holds the GIL during I/O, which stalls an in-process emulator such as moto's).
+        written = table if table is not None else _require(table_uri, options)
+        return AppendResult(committed=True, table_version=written.version(), rows=batch.num_rows)
+
+    def transaction_version(
+        self, table_uri: str, app_id: str, *, storage_options: Mapping[str, str] | None = None
+    ) -> int | None:
+        """Return the last batch id committed for ``app_id``, or None (also when there is no table)."""
+        table = _open(table_uri, dict(storage_options or {}))
+        return None if table is None else table.transaction_version(app_id)
+
+    def version(self, table_uri: str, *, storage_options: Mapping[str, str] | None = None) -> int | None:
+        """Return the table's latest version, or None when there is no table at the URI."""
+        table = _open(table_uri, dict(storage_options or {}))
+        return None if table is None else table.version()
+
+    def commits(
+        self, table_uri: str, *, storage_options: Mapping[str, str] | None = None
+    ) -> list[CommitRecord]:
+        """Return the table's commit history, oldest first, with the (app_id, batch_id) each recorded."""
+        table = _require(table_uri, dict(storage_options or {}))
+        records = []
+        for info in table.history():
+            batch = info.get(BATCH_ID_KEY)
+            records.append(
+                CommitRecord(
+                    version=int(info["version"]),
+                    timestamp=datetime.fromtimestamp(int(info["timestamp"]) / 1000, tz=UTC),
+                    operation=str(info.get("operation", "")),
+                    app_id=info.get(APP_ID_KEY),
+                    batch_id=int(batch) if batch is not None else None,
+                )
+            )
+        return sorted(records, key=lambda record: record.version)
+
+    # -- table management ------------------------------------------------------------------------------
+
+    def create_table(
+        self,
+        table_uri: str,
+        schema: pa.Schema,
+        *,
+        partition_by: Sequence[str] | None = None,
+        change_data_feed: bool = False,
+        storage_options: Mapping[str, str] | None = None,
+    ) -> int:
+        """Create the table if there is none at the URI; return its version.
+
+        Change data feed on means writer protocol 4 (still readable by Delta 3.2 and Athena); no other
+        table features are turned on, deletion vectors in particular.
+        """
+        options = dict(storage_options or {})
+        existing = _open(table_uri, options)
+        if existing is not None:
+            return existing.version()
+        configuration = {"delta.enableChangeDataFeed": "true"} if change_data_feed else None
+        table = DeltaTable.create(
+            table_uri,
+            normalize_timestamps(schema.empty_table()).schema,
+            mode="ignore",
+            partition_by=list(partition_by) if partition_by else None,
+            configuration=configuration,
+            storage_options=options or None,
+        )
+        return table.version()
+
+    def protocol(self, table_uri: str, *, storage_options: Mapping[str, str] | None = None) -> TableProtocol:
+        """Return the table's reader/writer protocol versions and features."""
+        proto = _require(table_uri, dict(storage_options or {})).protocol()
+        return TableProtocol(
+            min_reader_version=proto.min_reader_version,
+            min_writer_version=proto.min_writer_version,
+            reader_features=tuple(proto.reader_features or ()),
+            writer_features=tuple(proto.writer_features or ()),
+        )
+
+    # -- MERGE -----------------------------------------------------------------------------------------
+
+    def merge(
+        self,
+        table_uri: str,
+        data: pa.Table,
+        *,
+        keys: Sequence[str],
+        precombine: str,
+        delete_column: str | None = None,
+        app_id: str | None = None,
+        batch_id: int | None = None,
+        storage_options: Mapping[str, str] | None = None,
+    ) -> MergeResult:
+        """Upsert ``data`` into the table by ``keys``; the row with the latest ``precombine`` value wins.
+
+        Inside the batch, one row per key survives (highest ``precombine``, the last one among equals, so
+        duplicates and out-of-order rows resolve the same way on every replay). Against the table, a row
+        applies only when its ``precombine`` is at least the stored one, so a late, older change never
+        overwrites a newer one. A row whose ``delete_column`` is true deletes the key (same ordering rule).
+        The delete column is not stored. Deleted keys keep no tombstone: an older insert arriving after the
+        delete brings the key back. With ``app_id``/``batch_id`` the merge is idempotent like ``append``.
+        The table is created from the batch's columns when there is none.
+
+        Raises:
+            LakeError: a key, precombine or delete column is not in the data, or only one of
+                ``app_id``/``batch_id`` was given.
+            SchemaMismatchError: the data's columns differ from the table's.
+        """
+        wanted = [*keys, precombine] + ([delete_column] if delete_column else [])
+        absent = [c for c in wanted if c not in data.column_names]
+        if absent or not keys:
+            raise LakeError(
+                f"expected key, precombine and delete columns {wanted} in the MERGE source for {table_uri}, "
+                f"missing {absent or 'keys'}; the batch has {data.column_names}."
+            )
+        if (app_id is None) != (batch_id is None):
+            raise LakeError(f"merge into {table_uri}: give both app_id and batch_id, or neither.")
+        options = dict(storage_options or {})
+        source = normalize_timestamps(data)
+        if delete_column:
+            flags = pc.fill_null(source[delete_column].cast(pa.bool_()), False)
+            source = source.set_column(source.column_names.index(delete_column), delete_column, flags)
+        source = latest_per_key(source, keys, precombine)
+        columns = [c for c in source.column_names if c != delete_column]
+
+        table = _open(table_uri, options)
+        if table is None:
+            self.create_table(table_uri, source.select(columns).schema, storage_options=options)
+            table = _require(table_uri, options)
+        elif app_id is not None and batch_id is not None:
+            done = table.transaction_version(app_id)
+            if done is not None and done >= batch_id:
+                return MergeResult(committed=False, table_version=table.version(), source_rows=data.num_rows)
+        _check_schema(table_uri, table, source.select(columns).schema, "strict")
+
+        def col(alias: str, name: str) -> str:
+            return f"{alias}.{_quote(name)}"
+
+        on = " AND ".join(f"{col('t', k)} = {col('s', k)}" for k in keys)
+        newer = f"{col('s', precombine)} >= {col('t', precombine)}"
+        updates = {_quote(c): col("s", c) for c in columns}
+        props = _commit_properties(app_id, batch_id) if app_id is not None and batch_id is not None else None
+        merger = table.merge(
+            source, predicate=on, source_alias="s", target_alias="t", commit_properties=props
+        )
+        if delete_column:
+            flag = col("s", delete_column)
+            merger = (
+                merger.when_matched_delete(predicate=f"{newer} AND {flag}")
+                .when_matched_update(updates=updates, predicate=f"{newer} AND NOT {flag}")
+                .when_not_matched_insert(updates=updates, predicate=f"NOT {flag}")
+            )
+        else:
+            merger = merger.when_matched_update(updates=updates, predicate=newer).when_not_matched_insert(
+                updates=updates
+            )
+        metrics = merger.execute()
+        return MergeResult(
+            committed=True,
+            table_version=_require(table_uri, options).version(),
+            source_rows=data.num_rows,
+            inserted=int(metrics.get("num_target_rows_inserted", 0)),
+            updated=int(metrics.get("num_target_rows_updated", 0)),
+            deleted=int(metrics.get("num_target_rows_deleted", 0)),
+        )
+
+    # -- maintenance -----------------------------------------------------------------------------------
+
+    def compact(
+        self,
+        table_uri: str,
+        *,
+        z_order_by: Sequence[str] | None = None,
+        target_file_size: int | None = None,
+        storage_options: Mapping[str, str] | None = None,
+    ) -> CompactResult:
+        """Bin-pack small files (or Z-order by ``z_order_by``); rows are unchanged, only files move."""
+        options = dict(storage_options or {})
+        table = _require(table_uri, options)
+        if z_order_by:
+            metrics = table.optimize.z_order(list(z_order_by), target_size=target_file_size)
+        else:
+            metrics = table.optimize.compact(target_size=target_file_size)
+        return CompactResult(
+            files_removed=int(metrics.get("numFilesRemoved", 0)),
+            files_added=int(metrics.get("numFilesAdded", 0)),
+            table_version=_require(table_uri, options).version(),
+        )
+
+    def vacuum(
+        self,
+        table_uri: str,
+        *,
+        retention_hours: int = DEFAULT_RETENTION_HOURS,
+        full: bool = False,
+        dry_run: bool = False,
+        storage_options: Mapping[str, str] | None = None,
+    ) -> list[str]:
+        """Delete unreferenced files older than ``retention_hours``; return their paths.
+
+        A retention below the 7-day default is honoured because passing it is the explicit choice.
+        ``full=True`` also removes files no commit ever referenced (left by aborted tasks).
+        """
+        if retention_hours < 0:
+            raise LakeError(
+                f"expected retention_hours >= 0 for vacuum of {table_uri}, found {retention_hours}."
+            )
+        table = _require(table_uri, dict(storage_options or {}))
+        return table.vacuum(
+            retention_hours=retention_hours,
+            dry_run=dry_run,
+            enforce_retention_duration=retention_hours >= DEFAULT_RETENTION_HOURS,
+            full=full,
+        )
+
+    # -- reads -----------------------------------------------------------------------------------------
+
+    def read(
+        self,
+        table_uri: str,
+        *,
+        version: int | None = None,
+        timestamp: datetime | None = None,
+        columns: Sequence[str] | None = None,
+        storage_options: Mapping[str, str] | None = None,
+    ) -> pa.Table:
+        """Read the table now, at ``version``, or as it was at ``timestamp`` (latest commit at or before it).
+
+        Raises:
+            LakeError: both ``version`` and ``timestamp`` were given, or the timestamp is naive.
+        """
+        if version is not None and timestamp is not None:
+            raise LakeError(f"read of {table_uri}: give version or timestamp, not both.")
+        table = _require(table_uri, dict(storage_options or {}))
+        if version is not None:
+            table.load_as_version(version)
+        elif timestamp is not None:
+            if timestamp.tzinfo is None:
+                raise LakeError(
+                    f"read of {table_uri}: expected a time-zone-aware timestamp, found naive {timestamp}; "
+                    "pass e.g. datetime(..., tzinfo=UTC)."
+                )
+            table.load_as_version(timestamp)
+        return table.to_pyarrow_table(columns=list(columns) if columns else None)
+
+    def read_changes(
+        self,
+        table_uri: str,
+        *,
+        starting_version: int = 0,
+        ending_version: int | None = None,
+        storage_options: Mapping[str, str] | None = None,
+    ) -> pa.Table:
+        """Read the change data feed (``_change_type``, ``_commit_version``, ``_commit_timestamp`` added)."""
+        table = _require(table_uri, dict(storage_options or {}))
+        if table.metadata().configuration.get("delta.enableChangeDataFeed") != "true":
+            raise LakeError(
+                f"expected change data feed on for {table_uri}, found it off; create the table with "
+                "create_table(..., change_data_feed=True)."
+            )
+        reader = table.load_cdf(starting_version=starting_version, ending_version=ending_version)
+        return pa.RecordBatchReader.from_stream(reader).read_all()
+
+
+def _open(table_uri: str, options: dict[str, str]) -> DeltaTable | None:
+    try:
+        return DeltaTable(table_uri, storage_options=options or None)
+    except TableNotFoundError:
+        return None
+
+
+def _require(table_uri: str, options: dict[str, str]) -> DeltaTable:
+    table = _open(table_uri, options)
+    if table is None:
+        raise LakeTableNotFoundError(
+            f"expected a Delta table at {table_uri}, found no _delta_log there; write to it or create it first."
+        )
+    return table
+
+
+def _commit_properties(app_id: str, batch_id: int) -> CommitProperties:
+    # The txn action makes the batch idempotent; the commitInfo keys let commits() map batch -> commit time.
+    return CommitProperties(
+        custom_metadata={APP_ID_KEY: app_id, BATCH_ID_KEY: str(batch_id)},
+        app_transactions=[Transaction(app_id, batch_id)],
+    )
+
+
+def _check_schema(table_uri: str, table: DeltaTable, data: pa.Schema, mode: SchemaMode) -> None:
+    missing, extra, changed = schema_diff(delta_types(table.schema()), delta_types(data))
+    if changed or (mode == "strict" and (missing or extra)):
+        raise SchemaMismatchError(
+            table_uri,
+            missing=missing if mode == "strict" else (),
+            extra=extra if mode == "strict" else (),
+            changed=changed,
+        )
+
+
+def _check_partitioning(table_uri: str, table: DeltaTable, partition_by: Sequence[str] | None) -> None:
+    existing = list(table.metadata().partition_columns)
+    if partition_by is not None and list(partition_by) != existing:
+        raise LakeError(
+            f"expected partition columns {list(partition_by)} for {table_uri}, found the table partitioned by "
+            f"{existing}; a table's partitioning is fixed when it is created. Use the table's partitioning."
+        )
+
+
+def _quote(name: str) -> str:
+    # Plain identifiers stay as-is; anything else (upper case, spaces) needs SQL double quotes.
+    if name.isidentifier() and name == name.lower():
+        return name
+    return '"' + name.replace('"', '""') + '"'

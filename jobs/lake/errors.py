@@ -1,0 +1,65 @@
+"""Errors raised by the lake layer. Every message says what was expected, what was found, where, and what to do."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from jobs.errors import JobError
+
+
+class LakeError(JobError):
+    """Base of every error the lake layer raises on purpose."""
+
+
+class StorageConfigError(LakeError, ValueError):
+    """A table URI or storage setting cannot be turned into storage options."""
+
+
+class SchemaMismatchError(LakeError):
+    """Incoming data does not match the table's schema (strict mode).
+
+    Attributes:
+        table_uri: the table written to.
+        missing: columns the table has and the data lacks.
+        extra: columns the data has and the table lacks.
+        changed: ``(column, table type, data type)`` for columns whose type differs.
+    """
+
+    def __init__(
+        self,
+        table_uri: str,
+        *,
+        missing: Sequence[str] = (),
+        extra: Sequence[str] = (),
+        changed: Sequence[tuple[str, str, str]] = (),
+    ) -> None:
+        self.table_uri = table_uri
+        self.missing = list(missing)
+        self.extra = list(extra)
+        self.changed = list(changed)
+        parts = []
+        if missing:
+            parts.append(f"missing from the data: {', '.join(self.missing)}")
+        if extra:
+            parts.append(f"not in the table: {', '.join(self.extra)}")
+        if changed:
+            parts.append(
+                "type differs: "
+                + ", ".join(f"{name} (table {want}, data {got})" for name, want, got in changed)
+            )
+        super().__init__(
+            f"schema of the data does not match Delta table {table_uri}: {'; '.join(parts)}. "
+            "Fix the producer, or pass schema_mode='merge' to add new columns to the table."
+        )
+
+
+class LakeWriteError(LakeError):
+    """A write kept failing after the bounded retries; the batch was not committed."""
+
+
+class EngineUnavailableError(LakeError):
+    """The requested lake engine cannot run here (e.g. delta-spark classes are not on the classpath)."""
+
+
+class LakeTableNotFoundError(LakeError, FileNotFoundError):
+    """An operation needs an existing Delta table and found none at the URI."""
