@@ -7,6 +7,8 @@ classes load. Storage options for every table are built by ``storage_options_for
 from __future__ import annotations
 
 from jobs.lake._deltars import DeltaRsEngine
+from jobs.lake._jvm import Availability, JvmDeltaEngine
+from jobs.lake._registry import ENGINE_NAMES, get_engine
 from jobs.lake._retry import RetryPolicy, is_transient, with_retries
 from jobs.lake._storage import redact, storage_options_for
 from jobs.lake.engine import (
@@ -33,11 +35,14 @@ from jobs.lake.sink import foreach_batch_writer
 __all__ = [
     "APP_ID_KEY",
     "BATCH_ID_KEY",
+    "ENGINE_NAMES",
     "AppendResult",
+    "Availability",
     "CommitRecord",
     "CompactResult",
     "DeltaRsEngine",
     "EngineUnavailableError",
+    "JvmDeltaEngine",
     "LakeEngine",
     "LakeError",
     "LakeTableNotFoundError",
@@ -49,6 +54,7 @@ __all__ = [
     "StorageConfigError",
     "TableProtocol",
     "foreach_batch_writer",
+    "get_engine",
     "is_transient",
     "redact",
     "storage_options_for",

@@ -12,6 +12,7 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
 from jobs.lake._arrow import delta_types, latest_per_key, normalize_timestamps, schema_diff
+from jobs.lake._log import commit_infos
 from jobs.lake.engine import (
     APP_ID_KEY,
     BATCH_ID_KEY,
@@ -107,9 +108,14 @@ class DeltaRsEngine:
         self, table_uri: str, *, storage_options: Mapping[str, str] | None = None
     ) -> list[CommitRecord]:
         """Return the table's commit history, oldest first, with the (app_id, batch_id) each recorded."""
-        table = _require(table_uri, dict(storage_options or {}))
+        options = dict(storage_options or {})
+        infos = commit_infos(table_uri, options)
+        if infos is None:
+            infos = _require(table_uri, options).history()
+        elif not infos:
+            _require(table_uri, options)
         records = []
-        for info in table.history():
+        for info in infos:
             batch = info.get(BATCH_ID_KEY)
             records.append(
                 CommitRecord(
@@ -240,10 +246,16 @@ class DeltaRsEngine:
             merger = merger.when_matched_update(updates=updates, predicate=newer).when_not_matched_insert(
                 updates=updates
             )
+        before = table.version()
         metrics = merger.execute()
+        after = _require(table_uri, options)
+        if after.version() == before and props is not None:
+            # delta-rs skips the commit of a MERGE that changes no row, and with it the transaction; record
+            # the transaction in an empty commit so a replay of this batch is still recognised.
+            write_deltalake(after, source.select(columns).slice(0, 0), mode="append", commit_properties=props)
         return MergeResult(
             committed=True,
-            table_version=_require(table_uri, options).version(),
+            table_version=after.version(),
             source_rows=data.num_rows,
             inserted=int(metrics.get("num_target_rows_inserted", 0)),
             updated=int(metrics.get("num_target_rows_updated", 0)),

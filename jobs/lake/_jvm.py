@@ -1,0 +1,409 @@
+"""The JVM Delta engine (delta-spark), behind the same interface, used only where its classes load.
+
+It is not covered by tests on machines without the Delta jars (no Maven here); the conformance suite runs
+against it wherever ``JvmDeltaEngine.available()`` is true. Do not mix it with delta-rs writers on one S3
+table: the JVM S3 log store does not commit with conditional puts.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from jobs.lake._arrow import delta_types, latest_per_key, normalize_timestamps, schema_diff
+from jobs.lake.engine import (
+    APP_ID_KEY,
+    BATCH_ID_KEY,
+    AppendResult,
+    CommitRecord,
+    CompactResult,
+    MergeResult,
+    SchemaMode,
+    TableProtocol,
+)
+from jobs.lake.errors import EngineUnavailableError, LakeError, LakeTableNotFoundError, SchemaMismatchError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+_DELTA_CLASS = "io.delta.tables.DeltaTable"
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Whether an engine can run here, and why not. Truthy when it can."""
+
+    ok: bool
+    reason: str
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+class JvmDeltaEngine:
+    """Delta tables through delta-spark in the active SparkSession (EMR Delta 4.0, Synapse Delta 3.2).
+
+    Storage settings come from Spark's Hadoop configuration there; ``storage_options`` are ignored.
+    """
+
+    name = "jvm"
+
+    def __init__(self, spark: SparkSession | None = None) -> None:
+        self._spark = spark
+
+    def __repr__(self) -> str:
+        return "JvmDeltaEngine()"
+
+    def available(self) -> Availability:
+        """Tell whether the delta-spark Python package and JVM classes load in the current SparkSession."""
+        try:
+            import delta.tables  # noqa: F401  # the Python half of delta-spark
+        except ImportError as error:
+            return Availability(False, f"the delta-spark Python package is not installed ({error})")
+        spark = self._session_or_none()
+        if spark is None:
+            return Availability(False, "no active SparkSession to load the Delta classes in")
+        try:
+            spark._jvm.java.lang.Class.forName(_DELTA_CLASS)  # type: ignore[union-attr]
+        except Exception as error:  # py4j wraps ClassNotFoundException in Py4JJavaError
+            return Availability(
+                False,
+                f"JVM class {_DELTA_CLASS} does not load ({type(error).__name__}); start Spark with "
+                "--packages io.delta:delta-spark_2.13:4.0.0 (or on EMR/Synapse, where Delta is built in)",
+            )
+        extensions = spark.conf.get("spark.sql.extensions", "") or ""
+        if "DeltaSparkSessionExtension" not in extensions:
+            return Availability(
+                False, "spark.sql.extensions lacks io.delta.sql.DeltaSparkSessionExtension; set it at startup"
+            )
+        return Availability(True, "delta-spark classes load")
+
+    # -- helpers ---------------------------------------------------------------------------------------
+
+    def _session_or_none(self) -> SparkSession | None:
+        if self._spark is not None:
+            return self._spark
+        from pyspark.sql import SparkSession
+
+        return SparkSession.getActiveSession()
+
+    def _session(self) -> SparkSession:
+        status = self.available()
+        if not status:
+            raise EngineUnavailableError(f"the jvm lake engine cannot run here: {status.reason}.")
+        spark = self._session_or_none()
+        assert spark is not None  # available() checked it
+        return spark
+
+    def _table(self, table_uri: str) -> Any:
+        from delta.tables import DeltaTable
+
+        spark = self._session()
+        if not DeltaTable.isDeltaTable(spark, table_uri):
+            raise LakeTableNotFoundError(
+                f"expected a Delta table at {table_uri}, found no _delta_log there; write to it or create it first."
+            )
+        return DeltaTable.forPath(spark, table_uri)
+
+    def _exists(self, table_uri: str) -> bool:
+        from delta.tables import DeltaTable
+
+        return bool(DeltaTable.isDeltaTable(self._session(), table_uri))
+
+    def _frame(self, data: pa.Table) -> DataFrame:
+        return self._session().createDataFrame(normalize_timestamps(data))
+
+    # -- interface -------------------------------------------------------------------------------------
+
+    def append(
+        self,
+        table_uri: str,
+        data: pa.Table,
+        *,
+        app_id: str,
+        batch_id: int,
+        partition_by: Sequence[str] | None = None,
+        schema_mode: SchemaMode = "strict",
+        target_file_size: int | None = None,
+        storage_options: Mapping[str, str] | None = None,
+    ) -> AppendResult:
+        """Append in one commit with Delta's own idempotent-write options (txnAppId / txnVersion)."""
+        del storage_options  # Hadoop configuration applies
+        before = self.version(table_uri)
+        if before is not None:
+            done = self.transaction_version(table_uri, app_id)
+            if done is not None and done >= batch_id:
+                return AppendResult(committed=False, table_version=before, rows=0)
+            self._check_schema(table_uri, data.schema, schema_mode)
+        writer = (
+            self._frame(data)
+            .write.format("delta")
+            .mode("append")
+            .option("txnAppId", app_id)
+            .option("txnVersion", batch_id)
+            .option("userMetadata", json.dumps({APP_ID_KEY: app_id, BATCH_ID_KEY: str(batch_id)}))
+        )
+        if schema_mode == "merge":
+            writer = writer.option("mergeSchema", "true")
+        if target_file_size is not None:
+            writer = writer.option("delta.targetFileSize", str(target_file_size))
+        if partition_by:
+            writer = writer.partitionBy(*partition_by)
+        writer.save(table_uri)
+        after = self.version(table_uri)
+        assert after is not None
+        return AppendResult(committed=after != before, table_version=after, rows=data.num_rows)
+
+    def _check_schema(self, table_uri: str, data: pa.Schema, mode: SchemaMode) -> None:
+        existing = self._session().read.format("delta").load(table_uri).limit(0).toArrow().schema
+        missing, extra, changed = schema_diff(
+            delta_types(existing), delta_types(normalize_timestamps(data.empty_table()).schema)
+        )
+        if changed or (mode == "strict" and (missing or extra)):
+            raise SchemaMismatchError(
+                table_uri,
+                missing=missing if mode == "strict" else (),
+                extra=extra if mode == "strict" else (),
+                changed=changed,
+            )
+
+    def transaction_version(
+        self, table_uri: str, app_id: str, *, storage_options: Mapping[str, str] | None = None
+    ) -> int | None:
+        """Return the last batch id committed for ``app_id`` (from the commits' user metadata), or None."""
+        del storage_options
+        if not self._exists(table_uri):
+            return None
+        ids = [c.batch_id for c in self.commits(table_uri) if c.app_id == app_id and c.batch_id is not None]
+        return max(ids) if ids else None
+
+    def version(self, table_uri: str, *, storage_options: Mapping[str, str] | None = None) -> int | None:
+        """Return the table's latest version, or None when there is no table at the URI."""
+        del storage_options
+        if not self._exists(table_uri):
+            return None
+        return int(self._table(table_uri).history(1).collect()[0]["version"])
+
+    def commits(
+        self, table_uri: str, *, storage_options: Mapping[str, str] | None = None
+    ) -> list[CommitRecord]:
+        """Return the commit history, oldest first, with (app_id, batch_id) from the user metadata."""
+        del storage_options
+        records = []
+        for row in (
+            self._table(table_uri)
+            .history()
+            .select("version", "timestamp", "operation", "userMetadata")
+            .collect()
+        ):
+            meta = json.loads(row["userMetadata"]) if row["userMetadata"] else {}
+            batch = meta.get(BATCH_ID_KEY)
+            stamp = row["timestamp"]
+            records.append(
+                CommitRecord(
+                    version=int(row["version"]),
+                    timestamp=stamp.replace(tzinfo=UTC) if stamp.tzinfo is None else stamp.astimezone(UTC),
+                    operation=str(row["operation"]),
+                    app_id=meta.get(APP_ID_KEY),
+                    batch_id=int(batch) if batch is not None else None,
+                )
+            )
+        return sorted(records, key=lambda record: record.version)
+
+    def create_table(
+        self,
+        table_uri: str,
+        schema: pa.Schema,
+        *,
+        partition_by: Sequence[str] | None = None,
+        change_data_feed: bool = False,
+        storage_options: Mapping[str, str] | None = None,
+    ) -> int:
+        """Create the table if there is none (deletion vectors pinned off for Delta 3.2 readers)."""
+        del storage_options
+        from delta.tables import DeltaTable
+
+        spark = self._session()
+        if not self._exists(table_uri):
+            empty = spark.createDataFrame(normalize_timestamps(schema.empty_table()))
+            builder = (
+                DeltaTable.createIfNotExists(spark)
+                .location(table_uri)
+                .addColumns(empty.schema)
+                .property("delta.enableDeletionVectors", "false")
+            )
+            if change_data_feed:
+                builder = builder.property("delta.enableChangeDataFeed", "true")
+            if partition_by:
+                builder = builder.partitionedBy(*partition_by)
+            builder.execute()
+        version = self.version(table_uri)
+        assert version is not None
+        return version
+
+    def merge(
+        self,
+        table_uri: str,
+        data: pa.Table,
+        *,
+        keys: Sequence[str],
+        precombine: str,
+        delete_column: str | None = None,
+        app_id: str | None = None,
+        batch_id: int | None = None,
+        storage_options: Mapping[str, str] | None = None,
+    ) -> MergeResult:
+        """Upsert by ``keys`` with the same rules as ``DeltaRsEngine.merge``."""
+        del storage_options
+        source = normalize_timestamps(data)
+        if delete_column:
+            import pyarrow.compute as pc
+
+            flags = pc.fill_null(source[delete_column].cast(pa.bool_()), False)
+            source = source.set_column(source.column_names.index(delete_column), delete_column, flags)
+        source = latest_per_key(source, keys, precombine)
+        columns = [c for c in source.column_names if c != delete_column]
+        if not self._exists(table_uri):
+            self.create_table(table_uri, source.select(columns).schema)
+        elif app_id is not None and batch_id is not None:
+            done = self.transaction_version(table_uri, app_id)
+            if done is not None and done >= batch_id:
+                return MergeResult(
+                    committed=False, table_version=self.version(table_uri) or 0, source_rows=data.num_rows
+                )
+        spark = self._session()
+        if app_id is not None and batch_id is not None:
+            spark.conf.set(
+                "spark.databricks.delta.commitInfo.userMetadata",
+                json.dumps({APP_ID_KEY: app_id, BATCH_ID_KEY: str(batch_id)}),
+            )
+        on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
+        newer = f"s.`{precombine}` >= t.`{precombine}`"
+        updates = {f"`{c}`": f"s.`{c}`" for c in columns}
+        merger = self._table(table_uri).alias("t").merge(spark.createDataFrame(source).alias("s"), on)
+        if delete_column:
+            flag = f"s.`{delete_column}`"
+            merger = (
+                merger.whenMatchedDelete(condition=f"{newer} AND {flag}")
+                .whenMatchedUpdate(condition=f"{newer} AND NOT {flag}", set=updates)
+                .whenNotMatchedInsert(condition=f"NOT {flag}", values=updates)
+            )
+        else:
+            merger = merger.whenMatchedUpdate(condition=newer, set=updates).whenNotMatchedInsert(
+                values=updates
+            )
+        try:
+            merger.execute()
+        finally:
+            spark.conf.unset("spark.databricks.delta.commitInfo.userMetadata")
+        metrics = self._table(table_uri).history(1).collect()[0]["operationMetrics"] or {}
+        return MergeResult(
+            committed=True,
+            table_version=self.version(table_uri) or 0,
+            source_rows=data.num_rows,
+            inserted=int(metrics.get("numTargetRowsInserted", 0)),
+            updated=int(metrics.get("numTargetRowsUpdated", 0)),
+            deleted=int(metrics.get("numTargetRowsDeleted", 0)),
+        )
+
+    def compact(
+        self,
+        table_uri: str,
+        *,
+        z_order_by: Sequence[str] | None = None,
+        target_file_size: int | None = None,
+        storage_options: Mapping[str, str] | None = None,
+    ) -> CompactResult:
+        """OPTIMIZE (bin-packing, or Z-order by ``z_order_by``)."""
+        del storage_options
+        spark = self._session()
+        if target_file_size is not None:
+            spark.conf.set("spark.databricks.delta.optimize.maxFileSize", str(target_file_size))
+        builder = self._table(table_uri).optimize()
+        metrics_df = builder.executeZOrderBy(*z_order_by) if z_order_by else builder.executeCompaction()
+        metrics = metrics_df.collect()[0]["metrics"]
+        return CompactResult(
+            files_removed=int(metrics["numFilesRemoved"]),
+            files_added=int(metrics["numFilesAdded"]),
+            table_version=self.version(table_uri) or 0,
+        )
+
+    def vacuum(
+        self,
+        table_uri: str,
+        *,
+        retention_hours: int = 168,
+        full: bool = False,
+        dry_run: bool = False,
+        storage_options: Mapping[str, str] | None = None,
+    ) -> list[str]:
+        """VACUUM; Spark's vacuum always covers untracked files, so ``full`` changes nothing here."""
+        del storage_options, full
+        spark = self._session()
+        if retention_hours < 168:
+            spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+        dry = " DRY RUN" if dry_run else ""
+        rows = spark.sql(f"VACUUM delta.`{table_uri}` RETAIN {int(retention_hours)} HOURS{dry}").collect()
+        return [str(r[0]) for r in rows] if dry_run else []
+
+    def read(
+        self,
+        table_uri: str,
+        *,
+        version: int | None = None,
+        timestamp: datetime | None = None,
+        columns: Sequence[str] | None = None,
+        storage_options: Mapping[str, str] | None = None,
+    ) -> pa.Table:
+        """Read now, at ``versionAsOf``, or at ``timestampAsOf``."""
+        del storage_options
+        if version is not None and timestamp is not None:
+            raise LakeError(f"read of {table_uri}: give version or timestamp, not both.")
+        reader = self._session().read.format("delta")
+        if version is not None:
+            reader = reader.option("versionAsOf", version)
+        elif timestamp is not None:
+            reader = reader.option(
+                "timestampAsOf", timestamp.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+            )
+        frame = reader.load(table_uri)
+        return (frame.select(*columns) if columns else frame).toArrow()
+
+    def read_changes(
+        self,
+        table_uri: str,
+        *,
+        starting_version: int = 0,
+        ending_version: int | None = None,
+        storage_options: Mapping[str, str] | None = None,
+    ) -> pa.Table:
+        """Read the change data feed between two versions (inclusive)."""
+        del storage_options
+        reader = (
+            self._session()
+            .read.format("delta")
+            .option("readChangeFeed", "true")
+            .option("startingVersion", starting_version)
+        )
+        if ending_version is not None:
+            reader = reader.option("endingVersion", ending_version)
+        return reader.load(table_uri).toArrow()
+
+    def protocol(self, table_uri: str, *, storage_options: Mapping[str, str] | None = None) -> TableProtocol:
+        """Return minReaderVersion / minWriterVersion and table features from DESCRIBE DETAIL."""
+        del storage_options
+        row = self._table(table_uri).detail().collect()[0].asDict()
+        features = tuple(row.get("tableFeatures") or ())
+        return TableProtocol(
+            min_reader_version=int(row["minReaderVersion"]),
+            min_writer_version=int(row["minWriterVersion"]),
+            writer_features=features,
+        )

@@ -1,0 +1,65 @@
+"""Reads commitInfo entries straight from ``_delta_log``.
+
+delta-rs' ``DeltaTable.history()`` keeps the GIL while it lists and reads the log, which stalls a storage
+emulator running in the same Python process (the embedded moto server) until the request times out.
+Reading the JSON commits through pyarrow's file systems releases the GIL and gives the same records.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from urllib.parse import urlparse
+
+import pyarrow.fs as pafs
+
+
+def commit_infos(table_uri: str, options: Mapping[str, str]) -> list[dict] | None:
+    """Return ``commitInfo`` dicts (with ``version`` added) of the JSON commits still in the log, oldest first.
+
+    Returns None when the URI's storage is not one this reader handles; callers then use ``history()``.
+    """
+    located = _filesystem(table_uri, options)
+    if located is None:
+        return None
+    fs, root = located
+    log_dir = f"{root.rstrip('/')}/_delta_log"
+    entries = fs.get_file_info(pafs.FileSelector(log_dir, allow_not_found=True))
+    commits = sorted(
+        (int(e.base_name[:-5]), e.path)
+        for e in entries
+        if e.base_name.endswith(".json") and e.base_name[:-5].isdigit()
+    )
+    infos = []
+    for version, path in commits:
+        with fs.open_input_stream(path) as stream:
+            text = stream.read().decode("utf-8")
+        for line in text.splitlines():
+            if line.startswith('{"commitInfo"'):
+                info = dict(json.loads(line)["commitInfo"])
+                info["version"] = version
+                infos.append(info)
+                break
+        else:
+            infos.append({"version": version})
+    return infos
+
+
+def _filesystem(table_uri: str, options: Mapping[str, str]) -> tuple[pafs.FileSystem, str] | None:
+    parsed = urlparse(table_uri)
+    scheme = parsed.scheme.lower()
+    if scheme in ("", "file") or len(scheme) == 1:
+        path = parsed.path if scheme == "file" else table_uri
+        return pafs.LocalFileSystem(), path
+    if scheme in ("s3", "s3a"):
+        endpoint = options.get("AWS_ENDPOINT_URL")
+        kwargs: dict[str, object] = {}
+        if endpoint:
+            ep = urlparse(endpoint)
+            kwargs["endpoint_override"] = ep.netloc
+            kwargs["scheme"] = ep.scheme
+        if options.get("AWS_REGION"):
+            kwargs["region"] = options["AWS_REGION"]
+        # Credentials come from the same default chain delta-rs uses (environment, instance profile).
+        return pafs.S3FileSystem(**kwargs), f"{parsed.netloc}{parsed.path}"
+    return None

@@ -1,0 +1,365 @@
+"""One conformance suite, run against every lake engine; the JVM one skips with its reason when absent."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, date, datetime, timedelta
+
+import boto3
+import pyarrow as pa
+import pytest
+
+from jobs.lake import (
+    DeltaRsEngine,
+    JvmDeltaEngine,
+    LakeEngine,
+    LakeTableNotFoundError,
+    SchemaMismatchError,
+    TableProtocol,
+    storage_options_for,
+)
+
+EVENTS = pa.schema([("id", pa.int64()), ("name", pa.string()), ("ts", pa.timestamp("us", tz="UTC"))])
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def events(ids: list[int], name: str = "x") -> pa.Table:
+    return pa.table(
+        {"id": ids, "name": [f"{name}{i}" for i in ids], "ts": [T0 + timedelta(minutes=i) for i in ids]},
+        schema=EVENTS,
+    )
+
+
+@pytest.fixture(params=["delta-rs", "jvm"])
+def engine(request) -> LakeEngine:
+    if request.param == "delta-rs":
+        return DeltaRsEngine()
+    jvm = JvmDeltaEngine(request.getfixturevalue("spark"))
+    status = jvm.available()
+    if not status:
+        pytest.skip(f"jvm engine unavailable: {status.reason}")
+    return jvm
+
+
+def ids_of(table: pa.Table) -> list[int]:
+    return sorted(table.column("id").to_pylist())
+
+
+# -- idempotent append ----------------------------------------------------------------------------------
+
+
+def test_replaying_a_batch_changes_nothing(engine, tmp_path):
+    uri = str(tmp_path / "t")
+    first = engine.append(uri, events([1, 2]), app_id="app", batch_id=0)
+    replay = engine.append(uri, events([1, 2]), app_id="app", batch_id=0)
+    assert (first.committed, first.table_version, first.rows) == (True, 0, 2)
+    assert (replay.committed, replay.table_version, replay.rows) == (False, 0, 0)
+    assert engine.version(uri) == 0
+    assert ids_of(engine.read(uri)) == [1, 2]
+
+
+def test_transaction_ids_are_per_app(engine, tmp_path):
+    uri = str(tmp_path / "t")
+    engine.append(uri, events([1]), app_id="a", batch_id=5)
+    engine.append(uri, events([2]), app_id="b", batch_id=0)
+    engine.append(uri, events([3]), app_id="a", batch_id=4)
+    assert engine.transaction_version(uri, "a") == 5
+    assert engine.transaction_version(uri, "b") == 0
+    assert engine.transaction_version(uri, "c") is None
+    assert ids_of(engine.read(uri)) == [1, 2]
+
+
+def test_commits_record_app_and_batch(engine, tmp_path):
+    uri = str(tmp_path / "t")
+    before = datetime.now(UTC) - timedelta(seconds=5)
+    engine.append(uri, events([1]), app_id="ingest", batch_id=7)
+    engine.append(uri, events([2]), app_id="ingest", batch_id=8)
+    commits = engine.commits(uri)
+    assert [(c.version, c.operation, c.app_id, c.batch_id) for c in commits] == [
+        (0, "WRITE", "ingest", 7),
+        (1, "WRITE", "ingest", 8),
+    ]
+    assert all(c.timestamp.tzinfo is UTC and c.timestamp > before for c in commits)
+
+
+def test_missing_table_is_reported(engine, tmp_path):
+    uri = str(tmp_path / "none")
+    assert engine.version(uri) is None
+    assert engine.transaction_version(uri, "app") is None
+    with pytest.raises(LakeTableNotFoundError, match="expected a Delta table at"):
+        engine.commits(uri)
+
+
+# -- schema ------------------------------------------------------------------------------------------------
+
+
+def test_strict_schema_names_the_columns_that_differ(engine, tmp_path):
+    uri = str(tmp_path / "t")
+    engine.append(uri, events([1]), app_id="app", batch_id=0)
+    wrong = pa.table({"id": pa.array(["2"], pa.string()), "name": ["y"], "extra": [1.0]})
+    with pytest.raises(SchemaMismatchError) as caught:
+        engine.append(uri, wrong, app_id="app", batch_id=1)
+    assert caught.value.missing == ["ts"]
+    assert caught.value.extra == ["extra"]
+    assert caught.value.changed == [("id", "long", "string")]
+    assert "missing from the data: ts" in str(caught.value)
+    assert engine.version(uri) == 0
+
+
+def test_merge_schema_adds_columns(engine, tmp_path):
+    uri = str(tmp_path / "t")
+    engine.append(uri, events([1]), app_id="app", batch_id=0)
+    wider = events([2]).append_column("score", pa.array([0.5]))
+    engine.append(uri, wider, app_id="app", batch_id=1, schema_mode="merge")
+    rows = sorted(engine.read(uri, columns=["id", "score"]).to_pylist(), key=lambda r: r["id"])
+    assert rows == [{"id": 1, "score": None}, {"id": 2, "score": 0.5}]
+
+
+def test_naive_timestamps_are_stored_time_zone_aware(engine, tmp_path):
+    uri = str(tmp_path / "t")
+    naive = pa.table({"id": [1], "ts": pa.array([datetime(2026, 5, 1, 12, 0)], pa.timestamp("ns"))})
+    engine.append(uri, naive, app_id="app", batch_id=0)
+    back = engine.read(uri)
+    assert back.schema.field("ts").type == pa.timestamp("us", tz="UTC")
+    assert back.column("ts").to_pylist() == [datetime(2026, 5, 1, 12, 0, tzinfo=UTC)]
+
+
+# -- partitioning -----------------------------------------------------------------------------------------
+
+
+def test_partitioned_by_event_date(engine, tmp_path):
+    uri = tmp_path / "t"
+    data = pa.table({"id": [1, 2, 3], "event_date": [date(2026, 1, 1), date(2026, 1, 2), date(2026, 1, 1)]})
+    engine.append(str(uri), data, app_id="app", batch_id=0, partition_by=["event_date"])
+    assert sorted(p.name for p in uri.iterdir() if p.is_dir() and not p.name.startswith("_")) == [
+        "event_date=2026-01-01",
+        "event_date=2026-01-02",
+    ]
+    assert ids_of(engine.read(str(uri))) == [1, 2, 3]
+
+
+# -- MERGE -------------------------------------------------------------------------------------------------
+
+ORDERS = pa.schema(
+    [("order_id", pa.int64()), ("status", pa.string()), ("order_ts", pa.int64()), ("deleted", pa.bool_())]
+)
+
+
+def orders(rows: list[tuple[int, str, int, bool]]) -> pa.Table:
+    return pa.Table.from_pylist([dict(zip(ORDERS.names, r, strict=True)) for r in rows], schema=ORDERS)
+
+
+def table_rows(engine: LakeEngine, uri: str) -> list[tuple]:
+    return sorted((r["order_id"], r["status"], r["order_ts"]) for r in engine.read(uri).to_pylist())
+
+
+def test_merge_latest_precombine_wins_with_out_of_order_and_duplicate_keys(engine, tmp_path):
+    uri = str(tmp_path / "orders")
+    engine.merge(
+        uri,
+        orders([(1, "new", 10, False), (2, "new", 10, False), (3, "new", 10, False)]),
+        keys=["order_id"],
+        precombine="order_ts",
+        delete_column="deleted",
+    )
+    result = engine.merge(
+        uri,
+        orders(
+            [
+                (1, "shipped", 30, False),  # newest for key 1 ...
+                (1, "paid", 20, False),  # ... arrives before an older one in the same batch
+                (2, "stale", 5, False),  # older than the stored row: ignored
+                (3, "gone", 40, False),
+                (3, "gone", 41, True),  # delete newer than the update: key 3 goes
+                (4, "dup-a", 50, False),
+                (4, "dup-b", 50, False),  # equal precombine: the later row in the batch wins
+            ]
+        ),
+        keys=["order_id"],
+        precombine="order_ts",
+        delete_column="deleted",
+    )
+    assert table_rows(engine, uri) == [(1, "shipped", 30), (2, "new", 10), (4, "dup-b", 50)]
+    assert (result.source_rows, result.inserted, result.updated, result.deleted) == (7, 1, 1, 1)
+    assert engine.read(uri).column_names == ["order_id", "status", "order_ts"]
+
+
+def test_merge_older_delete_is_ignored_and_replay_is_skipped(engine, tmp_path):
+    uri = str(tmp_path / "orders")
+    engine.merge(
+        uri,
+        orders([(1, "new", 10, False)]),
+        keys=["order_id"],
+        precombine="order_ts",
+        delete_column="deleted",
+        app_id="cdc",
+        batch_id=0,
+    )
+    engine.merge(
+        uri,
+        orders([(1, "x", 5, True)]),
+        keys=["order_id"],
+        precombine="order_ts",
+        delete_column="deleted",
+        app_id="cdc",
+        batch_id=1,
+    )
+    again = engine.merge(
+        uri,
+        orders([(1, "new", 99, False)]),
+        keys=["order_id"],
+        precombine="order_ts",
+        delete_column="deleted",
+        app_id="cdc",
+        batch_id=1,
+    )
+    assert again.committed is False
+    assert table_rows(engine, uri) == [(1, "new", 10)]
+    assert [(c.app_id, c.batch_id) for c in engine.commits(uri)][-1] == ("cdc", 1)
+
+
+# -- maintenance -------------------------------------------------------------------------------------------
+
+
+def test_compaction_cuts_files_keeps_rows(engine, tmp_path):
+    uri = str(tmp_path / "t")
+    for batch in range(5):
+        engine.append(uri, events([batch * 10 + i for i in range(3)]), app_id="app", batch_id=batch)
+    before = ids_of(engine.read(uri))
+    result = engine.compact(uri)
+    assert (result.files_removed, result.files_added, result.table_version) == (5, 1, 5)
+    assert ids_of(engine.read(uri)) == before
+    zorder = engine.compact(uri, z_order_by=["id", "name"])
+    assert zorder.files_added == 1
+    assert ids_of(engine.read(uri)) == before
+
+
+def test_vacuum_removes_compacted_files(engine, tmp_path):
+    uri = tmp_path / "t"
+    for batch in range(3):
+        engine.append(str(uri), events([batch]), app_id="app", batch_id=batch)
+    engine.compact(str(uri))
+    assert len(list(uri.glob("*.parquet"))) == 4
+    assert engine.vacuum(str(uri)) == []  # default 7-day retention keeps everything fresh
+    listed = engine.vacuum(str(uri), retention_hours=0, dry_run=True)
+    assert len(listed) == 3
+    engine.vacuum(str(uri), retention_hours=0)
+    assert len(list(uri.glob("*.parquet"))) == 1
+    assert ids_of(engine.read(str(uri))) == [0, 1, 2]
+
+
+# -- time travel and change data feed ------------------------------------------------------------------------
+
+
+def test_time_travel_by_version_and_timestamp(engine, tmp_path):
+    uri = str(tmp_path / "t")
+    for batch in range(3):
+        engine.append(uri, events([batch]), app_id="app", batch_id=batch)
+    assert ids_of(engine.read(uri, version=0)) == [0]
+    assert ids_of(engine.read(uri, version=1)) == [0, 1]
+    stamps = [c.timestamp for c in engine.commits(uri)]
+    assert ids_of(engine.read(uri, timestamp=stamps[1])) == [0, 1]
+    assert ids_of(engine.read(uri, timestamp=stamps[2] + timedelta(hours=1))) == [0, 1, 2]
+
+
+def test_change_data_feed(engine, tmp_path):
+    uri = str(tmp_path / "orders")
+    engine.create_table(uri, ORDERS.remove(3), change_data_feed=True)
+    engine.merge(
+        uri,
+        orders([(1, "new", 10, False), (2, "new", 10, False)]),
+        keys=["order_id"],
+        precombine="order_ts",
+        delete_column="deleted",
+    )
+    engine.merge(
+        uri,
+        orders([(1, "paid", 20, False), (2, "gone", 30, True)]),
+        keys=["order_id"],
+        precombine="order_ts",
+        delete_column="deleted",
+    )
+    changes = engine.read_changes(uri, starting_version=1)
+    got = sorted(
+        (r["_commit_version"], r["_change_type"], r["order_id"], r["status"]) for r in changes.to_pylist()
+    )
+    assert got == [
+        (1, "insert", 1, "new"),
+        (1, "insert", 2, "new"),
+        (2, "delete", 2, "new"),
+        (2, "update_postimage", 1, "paid"),
+        (2, "update_preimage", 1, "new"),
+    ]
+
+
+# -- protocol --------------------------------------------------------------------------------------------------
+
+
+def test_protocol_is_the_compatible_default(engine, tmp_path):
+    plain, cdf = str(tmp_path / "plain"), str(tmp_path / "cdf")
+    engine.append(plain, events([1]), app_id="app", batch_id=0)
+    engine.create_table(cdf, EVENTS, change_data_feed=True)
+    engine.merge(cdf, events([1]), keys=["id"], precombine="ts")
+    assert engine.protocol(plain) == TableProtocol(min_reader_version=1, min_writer_version=2)
+    assert engine.protocol(cdf) == TableProtocol(min_reader_version=1, min_writer_version=4)
+
+
+# -- S3 (embedded emulator) ------------------------------------------------------------------------------------
+
+
+def test_concurrent_appenders_on_s3_lose_nothing(engine, moto_endpoint, unique_name):
+    if engine.name != "delta-rs":
+        pytest.skip("only delta-rs commits to S3 with conditional puts; the JVM engine needs a log store")
+    boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1").create_bucket(Bucket=unique_name)
+    uri = f"s3://{unique_name}/events"
+    options = storage_options_for(uri, endpoint_url=moto_endpoint)
+    engine.create_table(uri, EVENTS, storage_options=options)
+    writers, batches = 3, 6
+    errors: list[BaseException] = []
+
+    def run(writer: int) -> None:
+        try:
+            for batch in range(batches):
+                first = (writer * batches + batch) * 10
+                engine.append(
+                    uri,
+                    events([first, first + 1]),
+                    app_id=f"w{writer}",
+                    batch_id=batch,
+                    storage_options=options,
+                )
+        except BaseException as error:  # surfaced by the assertion below
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(w,)) for w in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert errors == []
+    assert engine.version(uri, storage_options=options) == writers * batches
+    versions = [c.version for c in engine.commits(uri, storage_options=options)]
+    assert versions == list(range(writers * batches + 1))
+    got = ids_of(engine.read(uri, storage_options=options))
+    assert len(got) == writers * batches * 2
+    assert got == sorted({i for n in range(writers * batches) for i in (n * 10, n * 10 + 1)})
+    assert [engine.transaction_version(uri, f"w{w}", storage_options=options) for w in range(writers)] == [
+        5,
+        5,
+        5,
+    ]
+
+
+def test_s3_table_round_trip_with_commits(engine, moto_endpoint, unique_name):
+    if engine.name != "delta-rs":
+        pytest.skip("storage options are delta-rs settings; the JVM engine reads Hadoop configuration")
+    boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1").create_bucket(Bucket=unique_name)
+    uri = f"s3://{unique_name}/bronze"
+    options = storage_options_for(uri, endpoint_url=moto_endpoint)
+    engine.append(uri, events([1]), app_id="q", batch_id=0, storage_options=options)
+    engine.append(uri, events([1]), app_id="q", batch_id=0, storage_options=options)
+    engine.append(uri, events([2]), app_id="q", batch_id=1, storage_options=options)
+    assert [(c.version, c.batch_id) for c in engine.commits(uri, storage_options=options)] == [(0, 0), (1, 1)]
+    assert ids_of(engine.read(uri, version=0, storage_options=options)) == [1]
+    engine.compact(uri, storage_options=options)
+    assert ids_of(engine.read(uri, storage_options=options)) == [1, 2]

@@ -1,0 +1,89 @@
+"""Bounded, jittered retries of lake writes, and the sink's use of them."""
+
+from __future__ import annotations
+
+import random
+
+import pyarrow as pa
+import pytest
+
+from jobs.lake import (
+    AppendResult,
+    DeltaRsEngine,
+    LakeWriteError,
+    RetryPolicy,
+    foreach_batch_writer,
+    with_retries,
+)
+
+NO_WAIT = RetryPolicy(attempts=3, base_delay_s=0.0, max_delay_s=0.0)
+
+
+def test_transient_errors_are_retried_then_succeed():
+    calls = []
+
+    def flaky() -> str:
+        calls.append(1)
+        if len(calls) < 3:
+            raise OSError("Generic S3 error: 503 SlowDown")
+        return "ok"
+
+    assert with_retries(flaky, what="test", policy=NO_WAIT) == "ok"
+    assert len(calls) == 3
+
+
+def test_backoff_is_full_jitter_and_capped():
+    slept: list[float] = []
+
+    def always() -> None:
+        raise TimeoutError("operation timed out")
+
+    policy = RetryPolicy(attempts=4, base_delay_s=1.0, max_delay_s=2.5)
+    with pytest.raises(LakeWriteError, match="failed 4 times with transient storage errors"):
+        with_retries(
+            always, what="append of batch 3", policy=policy, sleep=slept.append, rng=random.Random(7)
+        )
+    assert len(slept) == 3
+    caps = [1.0, 2.0, 2.5]
+    assert all(0 <= s <= cap for s, cap in zip(slept, caps, strict=True))
+
+
+def test_permanent_errors_are_raised_at_once():
+    calls = []
+
+    def denied() -> None:
+        calls.append(1)
+        raise PermissionError("access denied")
+
+    with pytest.raises(PermissionError):
+        with_retries(denied, what="test", policy=NO_WAIT)
+    assert len(calls) == 1
+
+
+class FlakyEngine(DeltaRsEngine):
+    """Fails the first append after committing it, as when the reply to a successful PUT is lost."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def append(self, table_uri, data, **kwargs) -> AppendResult:
+        self.calls += 1
+        result = super().append(table_uri, data, **kwargs)
+        if self.calls == 1:
+            raise OSError("connection reset after commit")
+        return result
+
+
+def test_sink_retry_after_a_lost_reply_does_not_write_twice(spark, tmp_path):
+    uri = str(tmp_path / "t")
+    engine = FlakyEngine()
+    writer = foreach_batch_writer(uri, app_id="q", engine=engine, retry=NO_WAIT)
+    writer(spark.createDataFrame(pa.table({"id": [1, 2]}).to_pandas()), 0)
+    assert engine.calls == 2
+    assert engine.version(uri) == 0
+    assert sorted(engine.read(uri).column("id").to_pylist()) == [1, 2]
+
+
+def test_retry_policy_rejects_nonsense():
+    with pytest.raises(ValueError, match="expected attempts >= 1"):
+        RetryPolicy(attempts=0)
