@@ -1,0 +1,88 @@
+"""Engine lookup, JVM engine availability, file sizing, and racing table creation."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from jobs.lake import (
+    DeltaRsEngine,
+    EngineUnavailableError,
+    JvmDeltaEngine,
+    LakeEngine,
+    LakeError,
+    get_engine,
+    with_retries,
+)
+
+
+def test_default_engine_is_delta_rs():
+    engine = get_engine()
+    assert isinstance(engine, DeltaRsEngine)
+    assert isinstance(engine, LakeEngine)
+    assert engine.name == "delta-rs"
+
+
+def test_unknown_engine_name_lists_the_known_ones():
+    with pytest.raises(
+        LakeError, match=r"expected a lake engine name in \('delta-rs', 'jvm'\), found 'spark'"
+    ):
+        get_engine("spark")
+
+
+def test_jvm_engine_says_why_it_cannot_run_here(spark):
+    status = JvmDeltaEngine(spark).available()
+    assert status.ok is False
+    assert not status
+    assert "io.delta.tables.DeltaTable does not load" in status.reason
+    with pytest.raises(EngineUnavailableError, match="lake engine 'jvm' cannot run here"):
+        get_engine("jvm")
+
+
+def test_target_file_size_splits_files(tmp_path):
+    engine = DeltaRsEngine()
+    rows = pa.table(
+        {"id": pa.array(range(200_000), pa.int64()), "payload": [f"p{i:08d}" for i in range(200_000)]}
+    )
+    engine.append(str(tmp_path / "big"), rows, app_id="a", batch_id=0)
+    engine.append(str(tmp_path / "small"), rows, app_id="a", batch_id=0, target_file_size=256 * 1024)
+    assert len(list(Path(tmp_path / "big").glob("*.parquet"))) == 1
+    assert len(list(Path(tmp_path / "small").glob("*.parquet"))) > 1
+    assert engine.read(str(tmp_path / "small")).num_rows == 200_000
+
+
+def test_partitioning_of_an_existing_table_is_fixed(tmp_path):
+    engine = DeltaRsEngine()
+    uri = str(tmp_path / "t")
+    engine.append(uri, pa.table({"id": [1], "day": ["d1"]}), app_id="a", batch_id=0, partition_by=["day"])
+    with pytest.raises(LakeError, match=r"expected partition columns \['id'\].*partitioned by \['day'\]"):
+        engine.append(uri, pa.table({"id": [2], "day": ["d1"]}), app_id="a", batch_id=1, partition_by=["id"])
+
+
+def test_writers_racing_to_create_the_table_both_land(tmp_path):
+    engine = DeltaRsEngine()
+    uri = str(tmp_path / "t")
+    errors: list[BaseException] = []
+    start = threading.Barrier(2)
+
+    def run(writer: int) -> None:
+        start.wait()
+        try:
+            with_retries(
+                lambda: engine.append(uri, pa.table({"id": [writer]}), app_id=f"w{writer}", batch_id=0),
+                what=f"writer {writer}",
+            )
+        except BaseException as error:  # surfaced by the assertion below
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(w,)) for w in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+    assert sorted(engine.read(uri).column("id").to_pylist()) == [0, 1]
+    assert engine.version(uri) == 1
