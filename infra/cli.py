@@ -13,16 +13,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from infra import local
+from infra.errors import InfraError, UserError
 
 JAVA_INSTALL_HINT = (
     "install a Java 17+ runtime: 'sudo apt-get install openjdk-17-jre-headless' (Debian/Ubuntu), "
     "'sudo dnf install java-17-openjdk-headless' (Fedora/RHEL) or 'brew install openjdk@17' (macOS), "
     "or point JAVA_HOME at one"
 )
-
-
-class UserError(Exception):
-    """A mistake or missing prerequisite on the user's side: printed as one line, exit status 2."""
 
 
 def find_java(environ: os._Environ[str] | dict[str, str] | None = None) -> str | None:
@@ -67,10 +64,7 @@ def _print_env(state: local.EmulatorState) -> None:
 
 
 def _local_up(args: argparse.Namespace) -> int:
-    try:
-        state = local.up(port=args.port, state_dir=Path(args.state_dir))
-    except local.EmulatorError as error:
-        raise UserError(str(error)) from None
+    state = local.up(port=args.port, state_dir=Path(args.state_dir))
     print(f"emulator up: {state.endpoint_url} (pid {state.pid}, log {state.log_path})")
     print(f"  stream  {state.stream_name} (on-demand, region {state.region})")
     for role, bucket in state.buckets.items():
@@ -241,26 +235,19 @@ def build_parser() -> argparse.ArgumentParser:
     _add_demo(subparsers)
     _add_local(subparsers)
     _add_ingest(subparsers)
-    import importlib
+    from infra.stack_cli import register as register_stack
+    from loadtest.cli import register as register_load
 
-    for module in ("loadtest.cli", "infra.stack_cli"):  # TEMP-INTEGRATION: hard imports once both land
-        try:
-            importlib.import_module(module).register(subparsers)
-        except ModuleNotFoundError:
-            continue
+    register_load(subparsers)
+    register_stack(subparsers)
     return parser
 
 
 def _known_errors() -> tuple[type[BaseException], ...]:
     from jobs.errors import JobError
+    from loadtest.errors import LoadTestError
 
-    errors: list[type[BaseException]] = [UserError, JobError, local.EmulatorError]
-    for module, name in (("infra.errors", "InfraError"), ("loadtest.errors", "LoadTestError")):
-        try:
-            errors.append(getattr(__import__(module, fromlist=[name]), name))
-        except (ImportError, AttributeError):
-            continue
-    return tuple(errors)
+    return (JobError, InfraError, LoadTestError)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

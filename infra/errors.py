@@ -47,3 +47,11 @@ class PulumiCliMissingError(InfraError):
             "(Linux/macOS) or `brew install pulumi/tap/pulumi`, open a new shell, and run the command again. "
             "`lakestack plan` works without it."
         )
+
+
+class EmulatorError(InfraError):
+    """The embedded emulator could not be started, reached or provisioned."""
+
+
+class UserError(InfraError):
+    """A mistake or missing prerequisite on the user's side (e.g. no Java): one line, exit status 2."""

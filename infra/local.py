@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from infra.errors import EmulatorError
+
 DEFAULT_PORT = 4566
 DEFAULT_STATE_DIR = Path(".lakestack") / "local"
 # Emulator-only credentials: moto accepts anything, and fixed dummy values keep real keys out of the emulator.
@@ -25,10 +27,6 @@ EMULATOR_CREDENTIALS: Mapping[str, str] = {
     "AWS_SECRET_ACCESS_KEY": "lakestack-local",
 }
 _READY_TIMEOUT_S = 30.0
-
-
-class EmulatorError(Exception):
-    """The embedded emulator could not be started, reached or provisioned."""
 
 
 @dataclass(frozen=True)

@@ -211,6 +211,7 @@ def start(spark: SparkSession, settings: IngestSettings) -> StreamingQuery:
         max_records_per_shard=settings.max_records_per_shard,
         fail_on_data_loss=settings.fail_on_data_loss,
     )
+    spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "0")
     writer = (
         records.writeStream.queryName(f"ingest-{settings.stream}")
         .option("checkpointLocation", settings.checkpoint)
@@ -231,14 +232,23 @@ def start(spark: SparkSession, settings: IngestSettings) -> StreamingQuery:
     return writer.start()
 
 
-def caught_up(query: StreamingQuery) -> bool:
-    """True once a trigger found no new data in the source and nothing is in flight.
+def caught_up(query: StreamingQuery, *, since: datetime | None = None) -> bool:
+    """True once a trigger (started at or after `since`) found nothing new in the source.
 
-    Spark sets "Waiting for data to arrive" only after a trigger in which the source offered nothing past
-    what is already committed, so everything that was in the stream before that trigger is in the table.
+    Triggers run one after another, so when one finds no new data every batch planned before it has been
+    committed: everything the stream held when that trigger started is in the table. `start()` makes Spark
+    report such idle triggers at once (noDataProgressEventInterval = 0) instead of every 10 s.
     """
-    status = query.status
-    return status["message"] == "Waiting for data to arrive" and not status["isTriggerActive"]
+    last = query.lastProgress
+    if not last or query.status["isTriggerActive"]:
+        return False
+    idle = last["numInputRows"] == 0 and all(s["startOffset"] == s["endOffset"] for s in last["sources"])
+    if not idle:
+        return False
+    if since is None:
+        return True
+    started = datetime.fromisoformat(last["timestamp"].replace("Z", "+00:00"))
+    return started >= since
 
 
 def run(settings: IngestSettings, *, spark: SparkSession | None = None) -> int:
