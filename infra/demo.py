@@ -243,9 +243,16 @@ def run_demo(settings: DemoSettings, *, progress: Progress | None = None) -> Run
             raise RuntimeError(f"the ingest query failed: {error}")
         _, batches = _rows_read(query)
         show.step("reconciling the ledger against the table")
-        acknowledged = [entry.event_id for entry in read_ledger(ledger_dir)]
+        entries = read_ledger(ledger_dir)
+        acknowledged = [entry.event_id for entry in entries]
         landed = _landed_rows(table_uri, options)
         result = reconcile(acknowledged, landed.event_ids)
+        where = {entry.event_id: entry for entry in entries}
+        for event_id in result.missing_sample:
+            entry = where[event_id]
+            notes.append(
+                f"missing {event_id}: acknowledged in {entry.shard_id} at sequence {entry.sequence_number}"
+            )
         duration = time.monotonic() - clock
         span = (
             landed.last_commit_s - landed.first_event_s
