@@ -1,0 +1,51 @@
+"""`lakestack demo` end to end, as a newcomer runs it (small: a few hundred events)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_demo_json_reports_every_event_landed_once(tmp_path):
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "infra.cli",
+            "demo",
+            "--events",
+            "300",
+            "--rate",
+            "300",
+            "--users",
+            "2",
+            "--reports-dir",
+            str(tmp_path),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=400,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert {key: report[key] for key in ("events_sent", "events_landed", "missing", "duplicates", "ok")} == {
+        "events_sent": 300,
+        "events_landed": 300,
+        "missing": 0,
+        "duplicates": 0,
+        "ok": True,
+    }
+    assert report["table_uri"] == "s3://lakestack-local-lake/bronze/events"
+    assert report["files"] >= 1
+    assert 0 < report["latency_p50_s"] <= report["latency_p95_s"] <= report["latency_p99_s"]
+    assert report["throughput_eps"] > 0
+    (run_dir,) = tmp_path.iterdir()
+    assert json.loads((run_dir / "report.json").read_text())["events_landed"] == 300
+    assert "PASS: every acknowledged event landed exactly once" in (run_dir / "report.md").read_text()
+    assert "PASS: every acknowledged event landed exactly once" in result.stdout
