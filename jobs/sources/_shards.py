@@ -21,6 +21,7 @@ from jobs.sources._client import (
     RetryPolicy,
     call_with_retry,
     client_error_code,
+    epoch_micros,
     http_status,
 )
 from jobs.sources.errors import DataLossError, KinesisReadError
@@ -73,7 +74,7 @@ class ShardRead:
     data: list[bytes] = field(default_factory=list)
     partition_keys: list[str] = field(default_factory=list)
     sequence_numbers: list[str] = field(default_factory=list)
-    arrival_times: list[dt.datetime] = field(default_factory=list)
+    arrival_micros: list[int] = field(default_factory=list)  # epoch microseconds, UTC
     nbytes: int = 0
     last_sequence: str | None = None
     last_arrival_ms: int | None = None
@@ -280,24 +281,22 @@ class ShardReader:
                     reached_until = True
                     break
                 payload = record["Data"]
-                arrival = record["ApproximateArrivalTimestamp"]
-                if arrival.tzinfo is None:
-                    arrival = arrival.replace(tzinfo=dt.UTC)
+                arrival = epoch_micros(record["ApproximateArrivalTimestamp"])
                 result.nbytes += len(payload)
                 if result.inline:
                     result.data.append(payload)
                     result.partition_keys.append(record["PartitionKey"])
-                    result.arrival_times.append(arrival)
+                    result.arrival_micros.append(arrival)
                 result.sequence_numbers.append(seq)
                 last_seq = seq
-                result.last_arrival_ms = int(arrival.timestamp() * 1000)
+                result.last_arrival_ms = arrival // 1000
                 if until is not None and int(seq) == until:
                     reached_until = True
                     break
             if result.inline and inline_bytes is not None and result.nbytes > inline_bytes:
                 # Too big to ship inside the task: keep only positions, the executor re-reads the range.
                 result.inline = False
-                result.data, result.partition_keys, result.arrival_times = [], [], []
+                result.data, result.partition_keys, result.arrival_micros = [], [], []
             if reached_until:
                 break
             if closed_end is not None and last_seq is not None and int(last_seq) >= int(closed_end):

@@ -169,7 +169,7 @@ def _to_arrow(shard_id: str, read: ShardRead) -> pa.RecordBatch:
             pa.array(read.partition_keys, pa.string()),
             pa.array([shard_id] * n, pa.string()),
             pa.array(read.sequence_numbers, pa.string()),
-            pa.array(read.arrival_times, pa.timestamp("us", tz="UTC")),
+            pa.array(read.arrival_micros, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
         ],
         schema=_ARROW_SCHEMA,
     )
@@ -196,7 +196,7 @@ def _merge(first: ShardRead, more: ShardRead) -> ShardRead:
         data=first.data + more.data if inline else [],
         partition_keys=first.partition_keys + more.partition_keys if inline else [],
         sequence_numbers=first.sequence_numbers + more.sequence_numbers,
-        arrival_times=first.arrival_times + more.arrival_times if inline else [],
+        arrival_micros=first.arrival_micros + more.arrival_micros if inline else [],
         nbytes=first.nbytes + more.nbytes,
         last_sequence=more.last_sequence or first.last_sequence,
         last_arrival_ms=more.last_arrival_ms or first.last_arrival_ms,
