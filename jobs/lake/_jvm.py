@@ -159,8 +159,13 @@ class JvmDeltaEngine:
             writer = writer.partitionBy(*partition_by)
         writer.save(table_uri)
         after = self.version(table_uri)
-        assert after is not None
-        return AppendResult(committed=after != before, table_version=after, rows=data.num_rows)
+        if after is None:
+            raise LakeError(
+                f"append to {table_uri} reported success but no Delta table is there; check the path."
+            )
+        # Delta's txnAppId/txnVersion skip a repeated batch silently: an unchanged version means skipped.
+        committed = after != before
+        return AppendResult(committed=committed, table_version=after, rows=data.num_rows if committed else 0)
 
     def _check_schema(self, table_uri: str, data: pa.Schema, mode: SchemaMode) -> None:
         existing = self._session().read.format("delta").load(table_uri).limit(0).toArrow().schema
