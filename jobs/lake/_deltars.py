@@ -181,6 +181,7 @@ class DeltaRsEngine:
         delete_column: str | None = None,
         app_id: str | None = None,
         batch_id: int | None = None,
+        partition_by: Sequence[str] | None = None,
         storage_options: Mapping[str, str] | None = None,
     ) -> MergeResult:
         """Upsert ``data`` into the table by ``keys``; the row with the latest ``precombine`` value wins.
@@ -191,7 +192,7 @@ class DeltaRsEngine:
         overwrites a newer one. A row whose ``delete_column`` is true deletes the key (same ordering rule).
         The delete column is not stored. Deleted keys keep no tombstone: an older insert arriving after the
         delete brings the key back. With ``app_id``/``batch_id`` the merge is idempotent like ``append``.
-        The table is created from the batch's columns when there is none.
+        The table is created from the batch's columns (partitioned by ``partition_by``) when there is none.
 
         Raises:
             LakeError: a key, precombine or delete column is not in the data, or only one of
@@ -217,7 +218,9 @@ class DeltaRsEngine:
 
         table = _open(table_uri, options)
         if table is None:
-            self.create_table(table_uri, source.select(columns).schema, storage_options=options)
+            self.create_table(
+                table_uri, source.select(columns).schema, partition_by=partition_by, storage_options=options
+            )
             table = _require(table_uri, options)
         elif app_id is not None and batch_id is not None:
             done = table.transaction_version(app_id)

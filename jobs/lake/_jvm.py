@@ -264,6 +264,7 @@ class JvmDeltaEngine:
         delete_column: str | None = None,
         app_id: str | None = None,
         batch_id: int | None = None,
+        partition_by: Sequence[str] | None = None,
         storage_options: Mapping[str, str] | None = None,
     ) -> MergeResult:
         """Upsert by ``keys`` with the same rules as ``DeltaRsEngine.merge``."""
@@ -277,7 +278,7 @@ class JvmDeltaEngine:
         source = latest_per_key(source, keys, precombine)
         columns = [c for c in source.column_names if c != delete_column]
         if not self._exists(table_uri):
-            self.create_table(table_uri, source.select(columns).schema)
+            self.create_table(table_uri, source.select(columns).schema, partition_by=partition_by)
         elif app_id is not None and batch_id is not None:
             done = self.transaction_version(table_uri, app_id)
             if done is not None and done >= batch_id:

@@ -152,6 +152,7 @@ class LakeEngine(Protocol):
         delete_column: str | None = None,
         app_id: str | None = None,
         batch_id: int | None = None,
+        partition_by: Sequence[str] | None = None,
         storage_options: Mapping[str, str] | None = None,
     ) -> MergeResult:
         """Upsert ``data`` by ``keys``: the latest ``precombine`` value wins; flagged rows delete."""

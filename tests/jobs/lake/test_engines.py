@@ -86,3 +86,35 @@ def test_writers_racing_to_create_the_table_both_land(tmp_path):
     assert errors == []
     assert sorted(engine.read(uri).column("id").to_pylist()) == [0, 1]
     assert engine.version(uri) == 1
+
+
+def test_vacuum_full_removes_files_no_commit_referenced(tmp_path):
+    engine = DeltaRsEngine()
+    uri = tmp_path / "t"
+    engine.append(str(uri), pa.table({"id": [1]}), app_id="a", batch_id=0)
+    orphan = uri / "part-00000-left-by-an-aborted-task.snappy.parquet"
+    orphan.write_bytes(b"not referenced by any commit")
+    assert engine.vacuum(str(uri), retention_hours=0) == []
+    assert orphan.exists()
+    assert engine.vacuum(str(uri), retention_hours=0, full=True) == [orphan.name]
+    assert not orphan.exists()
+    assert engine.read(str(uri)).column("id").to_pylist() == [1]
+
+
+def test_merge_creates_a_partitioned_table_and_upserts_into_it(tmp_path):
+    engine = DeltaRsEngine()
+    uri = tmp_path / "orders"
+    first = pa.table({"order_id": [1, 2], "order_date": ["2026-01-01", "2026-01-02"], "order_ts": [1, 1]})
+    engine.merge(str(uri), first, keys=["order_id"], precombine="order_ts", partition_by=["order_date"])
+    engine.merge(
+        str(uri),
+        pa.table({"order_id": [2], "order_date": ["2026-01-02"], "order_ts": [2]}),
+        keys=["order_id"],
+        precombine="order_ts",
+    )
+    assert sorted(p.name for p in uri.iterdir() if p.name.startswith("order_date=")) == [
+        "order_date=2026-01-01",
+        "order_date=2026-01-02",
+    ]
+    rows = sorted((r["order_id"], r["order_ts"]) for r in engine.read(str(uri)).to_pylist())
+    assert rows == [(1, 1), (2, 2)]
