@@ -59,7 +59,11 @@ def foreach_batch_writer(
 
     def write_batch(batch_df: DataFrame, batch_id: int) -> None:
         started = time.perf_counter()
-        done = lake.transaction_version(table_uri, app_id, storage_options=options)
+        done = with_retries(
+            lambda: lake.transaction_version(table_uri, app_id, storage_options=options),
+            what=f"transaction lookup for batch {batch_id} of {table_uri}",
+            policy=policy,
+        )
         if done is not None and done >= batch_id:
             log.info(
                 "lake %s app=%s batch=%d skipped: already committed (txn version %d)",
