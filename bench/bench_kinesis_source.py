@@ -110,20 +110,25 @@ class PeakRss:
 
     def __init__(self, exclude: int) -> None:
         self.exclude, self.peak, self._stop = exclude, 0, threading.Event()
+        self.breakdown: dict[str, int] = {}
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         me = psutil.Process()
         while not self._stop.is_set():
-            total = 0
+            total, parts = 0, {}
             for proc in [me, *me.children(recursive=True)]:
                 try:
                     if proc.pid == self.exclude or self.exclude in {p.pid for p in proc.parents()}:
                         continue
-                    total += proc.memory_info().rss
+                    rss = proc.memory_info().rss
+                    kind = "jvm" if proc.name() == "java" else "python"
+                    parts[kind] = parts.get(kind, 0) + rss
+                    total += rss
                 except psutil.Error:
                     continue
-            self.peak = max(self.peak, total)
+            if total > self.peak:
+                self.peak, self.breakdown = total, parts
             self._stop.wait(0.2)
 
     def __enter__(self) -> PeakRss:
@@ -178,8 +183,9 @@ def main() -> None:
         spark = build_session("bench-kinesis-source")
         bare, job = [], []
         with tempfile.TemporaryDirectory() as tmp, PeakRss(exclude=emulator.pid) as rss:
-            # Warm-up: JVM code paths and Python workers, not timed.
-            run_job(spark, stream, endpoint, args.max_records_per_shard, Path(tmp))
+            # Warm-up on a small stream of its own: JVM code paths and Python workers, not timed.
+            fill(client, "bench-warm-up", 20_000)
+            run_job(spark, "bench-warm-up", endpoint, args.max_records_per_shard, Path(tmp))
             for rep in range(args.repetitions):
                 t0 = time.perf_counter()
                 n = bare_loop(client, stream)
@@ -198,7 +204,8 @@ def main() -> None:
         print(f"ratio job/bare: {ratio:.2f} (target >= 0.70) {'OK' if ratio >= 0.7 else 'BELOW TARGET'}")
         print(
             f"peak RSS of the job's process tree (max-records-per-shard {args.max_records_per_shard}, "
-            f"{args.records} records): {rss.peak / 2**30:.2f} GiB (target < 2.5 GB at 1M records)"
+            f"{args.records} records): {rss.peak / 2**30:.2f} GiB (target < 2.5 GB at 1M records); at the peak: "
+            + ", ".join(f"{k} {v / 2**30:.2f} GiB" for k, v in sorted(rss.breakdown.items()))
         )
     finally:
         emulator.terminate()

@@ -84,9 +84,13 @@ def write_metrics(
     _Store(checkpoint, s3_client).write(f"{METRICS_DIR}/batch-{batch_id:010d}.json", json.dumps(metrics))
 
 
-def read_metrics(checkpoint: str, s3_client: Callable[[], Any]) -> list[dict[str, Any]]:
+def read_metrics(
+    checkpoint: str, s3_client: Callable[[], Any], *, batch_id: int | None = None
+) -> list[dict[str, Any]]:
     store = _Store(checkpoint, s3_client)
     names = [n for n in store.list(METRICS_DIR) if n.startswith("batch-") and n.endswith(".json")]
+    if batch_id is not None:
+        names = [n for n in names if n == f"batch-{batch_id:010d}.json"]
     return [json.loads(store.read(f"{METRICS_DIR}/{n}")) for n in names]
 
 

@@ -147,18 +147,52 @@ class KinesisSourceSettings:
         )
 
 
-class KinesisShardPartition(InputPartition):
-    """One shard's range of one micro-batch: after ``start`` up to ``end_sequence`` inclusive."""
+@dataclass(frozen=True)
+class ShardRange:
+    """One shard's range of one micro-batch: after ``start`` up to ``end_sequence`` inclusive.
 
-    def __init__(self, shard_id: str, start: dict[str, Any], end_sequence: str, arrow: bytes | None) -> None:
-        super().__init__(shard_id)
-        self.shard_id = shard_id
-        self.start = start
-        self.end_sequence = end_sequence
-        self.arrow = arrow
+    ``arrow`` holds the rows read while planning (Arrow IPC); None means the executor reads the range.
+    """
+
+    shard_id: str
+    start: dict[str, Any]
+    end_sequence: str
+    arrow: bytes | None = None
+
+
+class KinesisPartition(InputPartition):
+    """The shard ranges one Spark task emits."""
+
+    def __init__(self, ranges: list[ShardRange]) -> None:
+        super().__init__([r.shard_id for r in ranges])
+        self.ranges = ranges
 
     def __repr__(self) -> str:
-        return f"KinesisShardPartition({self.shard_id}, after={self.start}, to={self.end_sequence})"
+        return (
+            "KinesisPartition("
+            + ", ".join(f"{r.shard_id}:{r.start.get('seq')}..{r.end_sequence}" for r in self.ranges)
+            + ")"
+        )
+
+
+def pack_ranges(ranges: list[ShardRange], *, task_bytes: int) -> list[KinesisPartition]:
+    """Prefetched ranges share tasks up to ``task_bytes`` (a task per shard costs more than the copy);
+    ranges the executor must read from Kinesis get a task each, so shards are read in parallel."""
+    packed: list[KinesisPartition] = []
+    group: list[ShardRange] = []
+    size = 0
+    for shard_range in ranges:
+        if shard_range.arrow is None:
+            packed.append(KinesisPartition([shard_range]))
+            continue
+        if group and size + len(shard_range.arrow) > task_bytes:
+            packed.append(KinesisPartition(group))
+            group, size = [], 0
+        group.append(shard_range)
+        size += len(shard_range.arrow)
+    if group:
+        packed.append(KinesisPartition(group))
+    return packed
 
 
 def _to_arrow(shard_id: str, read: ShardRead) -> pa.RecordBatch:
@@ -464,9 +498,9 @@ class KinesisStreamReader(DataSourceStreamReader):
         )
         write_metrics(self._settings.checkpoint_location, metrics["batch_id"], metrics, self._s3)
 
-    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[KinesisPartition]:
         with self._lock:
-            parts: list[InputPartition] = []
+            ranges: list[ShardRange] = []
             before = start.get("shards", {})
             for shard_id, state in end["shards"].items():
                 first = before.get(shard_id) or {
@@ -478,27 +512,31 @@ class KinesisStreamReader(DataSourceStreamReader):
                 if state["seq"] is None or state["seq"] == first["seq"]:
                     continue
                 arrow = self._prefetch.pop((shard_id, first["seq"], state["seq"]), None)
-                parts.append(KinesisShardPartition(shard_id, first, state["seq"], arrow))
+                ranges.append(ShardRange(shard_id, first, state["seq"], arrow))
             # Whatever was not claimed belongs to a plan Spark dropped; never let it grow.
             self._prefetch.clear()
-            return parts
+            return pack_ranges(ranges, task_bytes=self._settings.inline_bytes_per_shard)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, KinesisShardPartition)
-        if partition.arrow is not None:
-            yield from pa.ipc.open_stream(partition.arrow)
+        assert isinstance(partition, KinesisPartition)
+        for shard_range in partition.ranges:
+            yield from self._read_range(shard_range)
+
+    def _read_range(self, shard_range: ShardRange) -> Iterator[pa.RecordBatch]:
+        if shard_range.arrow is not None:
+            yield from pa.ipc.open_stream(shard_range.arrow)
             return
         # A replayed batch (restart) or a range too big to ship: read exactly the planned range again.
         read = self._shard_reader().read(
-            partition.shard_id, partition.start, closed_end=None, until_sequence=partition.end_sequence
+            shard_range.shard_id, shard_range.start, closed_end=None, until_sequence=shard_range.end_sequence
         )
-        if read.last_sequence is None or int(read.last_sequence) < int(partition.end_sequence):
+        if read.last_sequence is None or int(read.last_sequence) < int(shard_range.end_sequence):
             raise DataLossError(
-                f"expected to re-read stream {self._settings.stream_name!r} shard {partition.shard_id} up to "
-                f"sequence number {partition.end_sequence}, but the shard ended at {read.last_sequence}: the "
-                "planned records expired before this replay. Restart from a new checkpoint."
+                f"expected to re-read stream {self._settings.stream_name!r} shard {shard_range.shard_id} up "
+                f"to sequence number {shard_range.end_sequence}, but the shard ended at {read.last_sequence}: "
+                "the planned records expired before this replay. Restart from a new checkpoint."
             )
-        yield _to_arrow(partition.shard_id, read)
+        yield _to_arrow(shard_range.shard_id, read)
 
     def commit(self, end: dict[str, Any]) -> None:
         return None
@@ -571,14 +609,27 @@ def read_kinesis_stream(
 
 
 def read_source_metrics(
-    checkpoint_location: str, *, region: str = "us-east-1", endpoint_url: str | None = None
+    checkpoint_location: str,
+    *,
+    batch_id: int | None = None,
+    region: str = "us-east-1",
+    endpoint_url: str | None = None,
 ) -> list[dict[str, Any]]:
     """Per-micro-batch source metrics written next to the checkpoint, oldest first.
 
     Spark 4.0 gives Python sources no hook into ``query.lastProgress``, so each planned batch writes
     ``<checkpoint>/sources/kinesis/metrics/batch-<id>.json`` (records, bytes, throttled calls, retries,
-    data-loss events and per shard ``millis_behind_latest``) and logs the same line.
+    data-loss events and per shard ``millis_behind_latest``) and logs the same line. The file exists before
+    the batch runs, so a ``foreachBatch`` writer can log ``read_source_metrics(cp, batch_id=batch_id)``.
+
+    Args:
+        checkpoint_location: the query's checkpoint (local path or s3://).
+        batch_id: only this micro-batch (a list of at most one entry).
+        region: region of the checkpoint bucket (s3:// only).
+        endpoint_url: emulator endpoint for an s3:// checkpoint.
     """
     return read_metrics(
-        checkpoint_location, lambda: make_client("s3", region=region, endpoint_url=endpoint_url)
+        checkpoint_location,
+        lambda: make_client("s3", region=region, endpoint_url=endpoint_url),
+        batch_id=batch_id,
     )

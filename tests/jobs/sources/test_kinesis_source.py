@@ -154,6 +154,10 @@ def test_reads_every_record_once_with_capped_batches(spark, moto_endpoint, kines
     metrics = read_source_metrics(run.checkpoint)
     assert sum(m["records"] for m in metrics) == 300
     assert {m["stream"] for m in metrics} == {unique_name}
+    first = read_source_metrics(run.checkpoint, batch_id=0)
+    assert [(m["batch_id"], m["records"]) for m in first] == [(0, 200)]
+    assert sorted(first[0]["shards"]) == [f"shardId-00000000000{i}" for i in range(4)]
+    assert all(s["millis_behind_latest"] is not None for s in first[0]["shards"].values())
 
     # A restart on the same checkpoint adds nothing; new records after it land once.
     run.drain()

@@ -214,3 +214,16 @@ def test_offset_log_and_pinned_start_on_s3(moto_endpoint, unique_name):
     assert last_logged_offset(checkpoint, "other", lambda: s3) == (0, {"stream": "other", "shards": {}})
     assert pinned_start(checkpoint, "AT_TIMESTAMP:1", lambda: s3) == "AT_TIMESTAMP:1"
     assert pinned_start(checkpoint, "AT_TIMESTAMP:2", lambda: s3) == "AT_TIMESTAMP:1"
+
+
+def test_prefetched_ranges_share_tasks_and_reread_ranges_get_their_own():
+    from jobs.sources.kinesis import ShardRange, pack_ranges
+
+    ranges = [
+        ShardRange("s0", {"seq": None}, "5", b"x" * 6),
+        ShardRange("s1", {"seq": "1"}, "9", None),
+        ShardRange("s2", {"seq": None}, "3", b"x" * 4),
+        ShardRange("s3", {"seq": None}, "4", b"x" * 4),
+    ]
+    packed = pack_ranges(ranges, task_bytes=10)
+    assert [[r.shard_id for r in p.ranges] for p in packed] == [["s1"], ["s0", "s2"], ["s3"]]
