@@ -58,6 +58,7 @@ _ARROW_SCHEMA = pa.schema(
 # Ranges bigger than this are re-read by the executor instead of travelling inside the task
 # (spark.rpc.message.maxSize is 128 MiB by default).
 DEFAULT_INLINE_BYTES_PER_SHARD = 32 * 1024 * 1024
+INLINE_BYTES_PER_BATCH = 256 * 1024 * 1024
 
 
 def parse_starting_position(value: str, *, now: dt.datetime | None = None) -> str:
@@ -388,7 +389,7 @@ class KinesisStreamReader(DataSourceStreamReader):
         pool = self._executor()
         futures = {
             info.shard_id: self._prefetched.pop(_start_key(info.shard_id, new[info.shard_id]), None)
-            or pool.submit(self._read_shard, reader, info, new[info.shard_id])
+            or pool.submit(self._read_shard, reader, info, new[info.shard_id], len(eligible))
             for info in eligible
         }
         # Futures of positions the plan moved away from (e.g. after a restart) are not worth waiting for.
@@ -406,7 +407,7 @@ class KinesisStreamReader(DataSourceStreamReader):
                     _after(new[info.shard_id], read),
                     closed_end=info.ending_sequence,
                     max_records=wanted,
-                    inline_bytes=self._settings.inline_bytes_per_shard - read.nbytes,
+                    inline_bytes=self._inline_budget(len(eligible)) - read.nbytes,
                 )
                 read = _merge(read, more)
             reads[info.shard_id] = read
@@ -460,27 +461,35 @@ class KinesisStreamReader(DataSourceStreamReader):
         The read-ahead starts at the end just planned; the next plan uses it only when its start matches.
         """
         pool = self._executor()
-        for shard_id, info in listed.items():
-            state = shards[shard_id]
-            if state["done"] or not all(
-                p not in listed or shards.get(p, {}).get("done") for p in info.parents
-            ):
-                continue
-            key = _start_key(shard_id, state)
-            self._prefetched[key] = pool.submit(self._read_shard, reader, info, dict(state))
+        ready = [
+            info
+            for shard_id, info in listed.items()
+            if not shards[shard_id]["done"]
+            and all(p not in listed or shards.get(p, {}).get("done") for p in info.parents)
+        ]
+        for info in ready:
+            state = shards[info.shard_id]
+            key = _start_key(info.shard_id, state)
+            self._prefetched[key] = pool.submit(self._read_shard, reader, info, dict(state), len(ready))
 
     def stop(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
 
-    def _read_shard(self, reader: ShardReader, info: ShardInfo, state: dict[str, Any]) -> ShardRead:
+    def _inline_budget(self, shards: int) -> int:
+        # Bounded per batch as well as per shard: a stream with hundreds of shards must not pin GBs here.
+        return min(self._settings.inline_bytes_per_shard, INLINE_BYTES_PER_BATCH // max(1, shards))
+
+    def _read_shard(
+        self, reader: ShardReader, info: ShardInfo, state: dict[str, Any], shards: int
+    ) -> ShardRead:
         return reader.read(
             info.shard_id,
             state,
             closed_end=info.ending_sequence,
             max_records=self._settings.max_records_per_shard,
-            inline_bytes=self._settings.inline_bytes_per_shard,
+            inline_bytes=self._inline_budget(shards),
         )
 
     def _record_metrics(self, metrics: dict[str, Any]) -> None:

@@ -341,3 +341,45 @@ def test_restart_after_a_batch_ran_but_was_not_committed_replays_it_exactly(
     assert len(first) > 0
     _assert_exactly_once_in_key_order(run.rows(), 130)
     assert len(before) == 100
+
+
+def test_ranges_too_big_to_ship_are_read_by_the_executor(
+    spark, moto_endpoint, kinesis, unique_name, tmp_path
+):
+    from jobs.sources import KinesisDataSource
+
+    _create_stream(kinesis, unique_name, shards=2)
+    _put(kinesis, unique_name, _events(0, 90))
+    spark.dataSource.register(KinesisDataSource)
+    checkpoint, out = str(tmp_path / "checkpoint"), tmp_path / "out"
+    df = (
+        spark.readStream.format("kinesis")
+        .option("streamName", unique_name)
+        .option("region", "us-east-1")
+        .option("checkpointLocation", checkpoint)
+        .option("endpointUrl", moto_endpoint)
+        .option("maxRecordsPerShard", "25")
+        .option("inlineBytesPerShard", "1")  # nothing fits: every range is re-read on the executor
+        .load()
+    )
+
+    def sink(batch, batch_id: int) -> None:
+        batch.write.mode("overwrite").parquet(str(out / f"batch={batch_id:06d}"))
+
+    query = df.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint).start()
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    rows = sorted(
+        pq.read_table(str(out)).to_pylist(),
+        key=lambda r: (r["batch"], r["shard_id"], int(r["sequence_number"])),
+    )
+    _assert_exactly_once_in_key_order(rows, 90)
+    assert (
+        max(
+            sum(1 for r in rows if (r["batch"], r["shard_id"]) == key)
+            for key in {(r["batch"], r["shard_id"]) for r in rows}
+        )
+        == 25
+    )
