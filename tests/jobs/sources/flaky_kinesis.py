@@ -48,3 +48,34 @@ class FlakyKinesis:
 
 def build(service: str, *, region: str, endpoint_url: str | None):
     return FlakyKinesis(boto3.client(service, region_name=region, endpoint_url=endpoint_url))
+
+
+class TrimmedKinesis:
+    """Pretends retention trimmed every shard up to sequence number 20 (moto never trims)."""
+
+    TRIMMED_THROUGH = 20
+
+    def __init__(self, real) -> None:
+        self._real = real
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def describe_stream_summary(self, **kwargs):
+        reply = self._real.describe_stream_summary(**kwargs)
+        # Zero retention: every checkpointed position is old enough to be checked against the trim horizon.
+        reply["StreamDescriptionSummary"]["RetentionPeriodHours"] = 0
+        return reply
+
+    def get_shard_iterator(self, **kwargs):
+        if kwargs.get("ShardIteratorType") == "TRIM_HORIZON":
+            kwargs = {
+                **kwargs,
+                "ShardIteratorType": "AFTER_SEQUENCE_NUMBER",
+                "StartingSequenceNumber": str(self.TRIMMED_THROUGH),
+            }
+        return self._real.get_shard_iterator(**kwargs)
+
+
+def build_trimmed(service: str, *, region: str, endpoint_url: str | None):
+    return TrimmedKinesis(boto3.client(service, region_name=region, endpoint_url=endpoint_url))

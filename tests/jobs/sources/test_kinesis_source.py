@@ -383,3 +383,46 @@ def test_ranges_too_big_to_ship_are_read_by_the_executor(
         )
         == 25
     )
+
+
+def test_expired_records_are_detected_as_data_loss(spark, moto_endpoint, kinesis, unique_name, tmp_path):
+    _create_stream(kinesis, unique_name, shards=1)
+    _put(kinesis, unique_name, _events(0, 40))
+    checkpoint, out = str(tmp_path / "checkpoint"), tmp_path / "out"
+    trimmed = f"{Path(__file__).with_name('flaky_kinesis.py')}:build_trimmed"
+
+    def start(**options):
+        df = read_kinesis_stream(
+            spark,
+            stream_name=unique_name,
+            region="us-east-1",
+            checkpoint_location=checkpoint,
+            endpoint_url=moto_endpoint,
+            max_records_per_shard=10,
+            **options,
+        )
+
+        def sink(batch, batch_id: int) -> None:
+            batch.write.mode("overwrite").parquet(str(out / f"batch={batch_id:06d}"))
+
+        return df.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
+
+    # Spark 4.0 runs a Python source once under available-now: one capped batch, position 10.
+    start().trigger(availableNow=True).start().awaitTermination(120)
+    query = start(client_factory=trimmed).start()
+    with pytest.raises(
+        Exception, match=r"(?s)DataLossError.*shard shardId-000000000000.*after sequence number 10"
+    ):
+        query.processAllAvailable()
+    query.stop()
+    assert [int(r["sequence_number"]) for r in pq.read_table(str(out)).to_pylist()] == list(range(1, 11))
+
+    query = start(client_factory=trimmed, fail_on_data_loss=False).start()
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    seqs = sorted(int(r["sequence_number"]) for r in pq.read_table(str(out)).to_pylist())
+    assert seqs == list(range(1, 11)) + list(range(21, 41))
+    lost = [m for m in read_source_metrics(checkpoint) if m["data_loss_events"]]
+    assert len(lost) == 1 and "before 21" in lost[0]["data_loss"][0]
