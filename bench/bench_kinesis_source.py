@@ -2,8 +2,8 @@
 
 Both drain the same stream (4 shards) in the same run, several repetitions each; prints medians, the ratio
 (target >= 0.7) and the job's peak RSS summed over its process tree (driver Python + JVM + Python workers;
-the emulator runs in its own process and is not counted). The job writes to Spark's `noop` sink so the
-number is the source's cost, not the lake's.
+the emulator runs in its own process and is not counted). By default the job writes to Spark's `noop` sink
+so the number is the source's cost; `--sink lake` runs the ingest job into a bronze Delta table instead.
 
     .venv/bin/python bench/bench_kinesis_source.py                   # 200k records, ~3 minutes
     .venv/bin/python bench/bench_kinesis_source.py --records 1000000 # full size (memory target < 2.5 GB)
@@ -33,6 +33,7 @@ import boto3
 import psutil
 
 REGION = "us-east-1"
+LAKE_BUCKET = "bench-lake"
 print = functools.partial(print, flush=True)
 
 
@@ -140,20 +141,37 @@ class PeakRss:
         self._thread.join()
 
 
-def run_job(spark, stream: str, endpoint: str, cap: int, workdir: Path) -> tuple[int, float]:
+def run_job(spark, stream: str, endpoint: str, cap: int, workdir: Path, sink: str) -> tuple[int, float]:
     from jobs.sources import read_kinesis_stream, read_source_metrics
 
-    checkpoint = str(workdir / f"ck-{time.monotonic_ns()}")
-    df = read_kinesis_stream(
-        spark,
-        stream_name=stream,
-        region=REGION,
-        checkpoint_location=checkpoint,
-        endpoint_url=endpoint,
-        max_records_per_shard=cap,
-    )
+    run_id = time.monotonic_ns()
+    checkpoint = str(workdir / f"ck-{run_id}")
     began = time.perf_counter()
-    query = df.writeStream.format("noop").option("checkpointLocation", checkpoint).start()
+    if sink == "lake":
+        # The real ingest job: source -> bronze Delta table through the lake layer (delta-rs).
+        from jobs import ingest
+
+        settings = ingest.IngestSettings(
+            stream=stream,
+            region=REGION,
+            # On the emulator's S3: the ingest job applies its endpoint to the table as well as the stream.
+            table=f"s3://{LAKE_BUCKET}/bronze-{run_id}",
+            checkpoint=checkpoint,
+            endpoint_url=endpoint,
+            trigger="processing-time=0s",
+            max_records_per_shard=cap,
+        )
+        query = ingest.start(spark, settings)
+    else:
+        df = read_kinesis_stream(
+            spark,
+            stream_name=stream,
+            region=REGION,
+            checkpoint_location=checkpoint,
+            endpoint_url=endpoint,
+            max_records_per_shard=cap,
+        )
+        query = df.writeStream.format("noop").option("checkpointLocation", checkpoint).start()
     try:
         query.processAllAvailable()
     finally:
@@ -168,6 +186,12 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--max-records-per-shard", type=int, default=10_000)
+    parser.add_argument(
+        "--sink",
+        choices=("noop", "lake"),
+        default="noop",
+        help="noop: Spark's noop sink (the source's own cost); lake: the ingest job into a bronze Delta table",
+    )
     args = parser.parse_args()
 
     emulator, endpoint = start_emulator()
@@ -178,6 +202,8 @@ def main() -> None:
         fill(client, stream, args.records)
         print(f"pre-filled {args.records} records in {time.perf_counter() - began:.1f} s")
 
+        if args.sink == "lake":
+            boto3.client("s3", region_name=REGION, endpoint_url=endpoint).create_bucket(Bucket=LAKE_BUCKET)
         from jobs.session import build_session
 
         spark = build_session("bench-kinesis-source")
@@ -185,12 +211,14 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp, PeakRss(exclude=emulator.pid) as rss:
             # Warm-up on a small stream of its own: JVM code paths and Python workers, not timed.
             fill(client, "bench-warm-up", 20_000)
-            run_job(spark, "bench-warm-up", endpoint, args.max_records_per_shard, Path(tmp))
+            run_job(spark, "bench-warm-up", endpoint, args.max_records_per_shard, Path(tmp), args.sink)
             for rep in range(args.repetitions):
                 t0 = time.perf_counter()
                 n = bare_loop(client, stream)
                 bare.append(n / (time.perf_counter() - t0))
-                rows, elapsed = run_job(spark, stream, endpoint, args.max_records_per_shard, Path(tmp))
+                rows, elapsed = run_job(
+                    spark, stream, endpoint, args.max_records_per_shard, Path(tmp), args.sink
+                )
                 job.append(rows / elapsed)
                 print(
                     f"rep {rep}: bare {n} rows {bare[-1]:,.0f} rows/s | job {rows} rows {job[-1]:,.0f} rows/s"
@@ -200,7 +228,7 @@ def main() -> None:
         spark.stop()
         ratio = statistics.median(job) / statistics.median(bare)
         print(f"bare boto3 GetRecords loop: median {statistics.median(bare):,.0f} rows/s")
-        print(f"kinesis source -> noop sink: median {statistics.median(job):,.0f} rows/s")
+        print(f"kinesis source -> {args.sink} sink: median {statistics.median(job):,.0f} rows/s")
         print(f"ratio job/bare: {ratio:.2f} (target >= 0.70) {'OK' if ratio >= 0.7 else 'BELOW TARGET'}")
         print(
             f"peak RSS of the job's process tree (max-records-per-shard {args.max_records_per_shard}, "
