@@ -238,6 +238,14 @@ def test_split_and_merge_between_runs(spark, resharding_endpoint, reshard_kinesi
         "shardId-000000000005",
         "shardId-000000000006",
     }
+    # Finished parents are not polled any more: the last batches only touch open shards.
+    last = read_source_metrics(run.checkpoint)[-1]
+    assert sorted(last["shards"]) == [
+        shards[1],
+        "shardId-000000000004",
+        "shardId-000000000005",
+        "shardId-000000000006",
+    ]
 
 
 def test_split_and_merge_while_running_with_restarts(
