@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -37,41 +36,13 @@ LAKE_BUCKET = "bench-lake"
 print = functools.partial(print, flush=True)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-# moto's Shard.put_record finds the last sequence number by building a list of every key (O(n) per record,
-# so pre-filling 1M records would take hours). Same semantics, O(1): a speed patch for the emulator process.
-_EMULATOR = """
-import sys
-from moto.kinesis import models
-from moto.server import ThreadedMotoServer
-
-models.Shard.get_max_sequence_number = lambda self: next(reversed(self.records)) if self.records else 0
-models.Shard.get_min_sequence_number = lambda self: next(iter(self.records)) if self.records else 0
-server = ThreadedMotoServer(ip_address="127.0.0.1", port=int(sys.argv[1]), verbose=False)
-server.start()
-server._thread.join()
-"""
-
-
 def start_emulator() -> tuple[subprocess.Popen, str]:
+    # The kit's own emulator process (moto with safe, O(1) shard writes), so pre-filling 1M records is fast.
+    from infra.local import free_port, start_server
+
     port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _EMULATOR, str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return proc, f"http://127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    raise SystemExit("the emulator did not start within 30 s")
+    log = Path(tempfile.mkdtemp(prefix="bench-moto-")) / "moto.log"
+    return start_server(port, log_path=log), f"http://127.0.0.1:{port}"
 
 
 def fill(client, stream: str, records: int) -> None:

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -247,6 +248,12 @@ def run_demo(settings: DemoSettings, *, progress: Progress | None = None) -> Run
         acknowledged = [entry.event_id for entry in entries]
         landed = _landed_rows(table_uri, options)
         result = reconcile(acknowledged, landed.event_ids)
+        positions = Counter((entry.shard_id, entry.sequence_number) for entry in entries)
+        reused = sorted(position for position, count in positions.items() if count > 1)
+        if reused:
+            # Two events acknowledged at one position: the stream itself kept only one of them.
+            shown = ", ".join(f"{shard}@{sequence}" for shard, sequence in reused[:3])
+            notes.append(f"the stream acknowledged {len(reused)} position(s) twice ({shown}): it lost events")
         where = {entry.event_id: entry for entry in entries}
         for event_id in result.missing_sample:
             entry = where[event_id]

@@ -315,5 +315,9 @@ class ShardReader:
                     break
             else:
                 empty_behind = 0
+                if behind == 0 and until is None:
+                    # At the tip as of this call: a planned batch covers what was there when it was planned.
+                    # Chasing records that keep arriving would hold the batch (and its latency) until the cap.
+                    break
         result.last_sequence = last_seq
         return result

@@ -92,6 +92,28 @@ def test_caps_records_and_keeps_big_sequence_numbers_exact():
     assert read.finished is False
 
 
+class GrowingKinesis(FakeKinesis):
+    """A shard that keeps receiving records: every GetRecords call finds 3 new ones, and a reply that
+    reaches the tip says MillisBehindLatest 0, as Kinesis does."""
+
+    def get_records(self, ShardIterator, Limit):
+        reply = super().get_records(ShardIterator, Limit)
+        if reply["Records"] and reply["Records"][-1]["SequenceNumber"] == str(self.seqs[-1]):
+            reply["MillisBehindLatest"] = 0
+        self.seqs += [self.seqs[-1] + 7 * n for n in (1, 2, 3)]
+        return reply
+
+
+def test_planning_stops_at_the_tip_instead_of_chasing_new_records_to_the_cap():
+    client = GrowingKinesis(4)
+    reader, _ = _reader(client)
+    read = reader.read("shardId-0", {"seq": None, "from": "TRIM_HORIZON"}, closed_end=None, max_records=1000)
+    # Only what the shard held at the first call; the 3 records that arrived meanwhile wait for the next batch.
+    assert len(read.sequence_numbers) == 4
+    assert client.get_records_calls == 1
+    assert read.finished is False
+
+
 def test_throttling_is_retried_with_jitter_and_counted():
     client = FakeKinesis(5)
     client.faults = [_error("ProvisionedThroughputExceededException", 400)] * 3

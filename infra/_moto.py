@@ -1,0 +1,48 @@
+"""Entry point of the embedded emulator process: moto's server, with its Kinesis shard writes made safe.
+
+`python -m infra._moto -H 127.0.0.1 -p PORT` takes the same flags as `moto_server`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+_WRITE_LOCK = threading.Lock()
+
+
+def patch_kinesis() -> None:
+    """Make moto's Kinesis shards safe for concurrent producers (and O(1) per record).
+
+    moto gives a record the shard's highest sequence number plus one without a lock, so two PutRecords calls
+    running at once on one shard can both be acknowledged with the same sequence number while the second
+    record overwrites the first: an acknowledged record lost, which real Kinesis never does and which the
+    demo's reconciliation would (rightly) report. moto also finds that highest number by listing every key,
+    which makes filling a shard quadratic.
+    """
+    from moto.kinesis import models
+
+    if getattr(models.Shard, "_lakestack_patched", False):
+        return
+    original = models.Shard.put_record
+
+    def put_record(self: Any, partition_key: str, data: str, explicit_hash_key: str) -> str:
+        with _WRITE_LOCK:
+            return original(self, partition_key, data, explicit_hash_key)
+
+    models.Shard.put_record = put_record
+    models.Shard.get_max_sequence_number = lambda self: next(reversed(self.records)) if self.records else 0
+    models.Shard.get_min_sequence_number = lambda self: next(iter(self.records)) if self.records else 0
+    models.Shard._lakestack_patched = True
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    from moto.server import main as moto_main
+
+    patch_kinesis()
+    moto_main(list(argv) if argv is not None else None)
+
+
+if __name__ == "__main__":
+    main()
