@@ -177,11 +177,46 @@ def _query_app_id(spark: SparkSession, checkpoint: str) -> str:
     return f"lakestack-ingest-{json.loads(row[0])['id']}"
 
 
+def _log_source_metrics(settings: IngestSettings, batch_id: int) -> None:
+    # The source plans in a Spark Python worker whose log is not the job's: surface its numbers here.
+    from jobs.sources import read_source_metrics
+
+    on_s3 = settings.checkpoint.startswith(("s3://", "s3a://"))
+    try:
+        found = read_source_metrics(
+            settings.checkpoint,
+            batch_id=batch_id,
+            region=settings.region,
+            endpoint_url=settings.endpoint_url if on_s3 else None,
+        )
+    except (OSError, ValueError) as error:
+        log.warning("ingest: batch %d: source metrics unreadable (%s)", batch_id, error)
+        return
+    for metrics in found:
+        behind = [m.get("millis_behind_latest") or 0 for m in metrics.get("shards", {}).values()]
+        log.info(
+            "ingest: batch %d read %d records, %d bytes from %d shards; max MillisBehindLatest %d; "
+            "throttled %d, retries %d, data-loss events %d",
+            batch_id,
+            metrics.get("records", 0),
+            metrics.get("bytes", 0),
+            len(behind),
+            max(behind, default=0),
+            metrics.get("throttled", 0),
+            metrics.get("retries", 0),
+            metrics.get("data_loss_events", 0),
+        )
+
+
 def make_batch_writer(spark: SparkSession, settings: IngestSettings) -> Callable[[DataFrame, int], None]:
     """Return the idempotent foreachBatch function that appends each micro-batch to the bronze table."""
     from jobs.lake import foreach_batch_writer, storage_options_for
 
-    options = storage_options_for(settings.table, endpoint_url=settings.endpoint_url, region=settings.region)
+    # The stream's endpoint (an emulator) applies to the table only when the table is on S3 too.
+    on_s3 = settings.table.startswith(("s3://", "s3a://"))
+    options = storage_options_for(
+        settings.table, endpoint_url=settings.endpoint_url if on_s3 else None, region=settings.region
+    )
     state: dict[str, Callable[[DataFrame, int], None]] = {}
 
     def write(batch: DataFrame, batch_id: int) -> None:
@@ -192,6 +227,7 @@ def make_batch_writer(spark: SparkSession, settings: IngestSettings) -> Callable
                 storage_options=options,
                 prepare=to_bronze,
             )
+        _log_source_metrics(settings, batch_id)
         state["writer"](batch, batch_id)
 
     return write

@@ -153,3 +153,29 @@ def test_job_entry_lists_jobs():
     )
     assert result.returncode == 0
     assert "ingest" in result.stdout
+
+
+def test_local_table_with_an_emulated_stream_and_per_batch_source_metrics(
+    spark, moto_endpoint, unique_name, tmp_path, caplog
+):
+    import logging
+    import re
+
+    kinesis = boto3.client("kinesis", endpoint_url=moto_endpoint, region_name=REGION)
+    kinesis.create_stream(StreamName=unique_name, StreamModeDetails={"StreamMode": "ON_DEMAND"})
+    sent = _put(kinesis, unique_name, range(0, 30))
+    settings = ingest.IngestSettings(
+        stream=unique_name,
+        region=REGION,
+        endpoint_url=moto_endpoint,
+        table=str(tmp_path / "bronze"),
+        checkpoint=str(tmp_path / "checkpoint"),
+        trigger="available-now",
+    )
+    with caplog.at_level(logging.INFO, logger="lakestack.ingest"):
+        assert ingest.run(settings, spark=spark) == 0
+    rows = DeltaTable(settings.table).to_pyarrow_table(columns=["data"]).column("data").to_pylist()
+    assert sorted(rows) == sorted(sent.values())
+    counts = [int(n) for n in re.findall(r"ingest: batch \d+ read (\d+) records", caplog.text)]
+    assert sum(counts) == 30
+    assert "throttled 0, retries 0, data-loss events 0" in caplog.text
