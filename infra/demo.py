@@ -26,6 +26,8 @@ from loadtest.report import RunReport
 if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
+    from loadtest.ledger import LedgerEntry
+
 _TRIGGER = "processing-time=1s"
 _DRAIN_TIMEOUT_S = 120.0
 
@@ -137,6 +139,15 @@ def _landed_rows(table_uri: str, storage_options: dict[str, str]) -> _Landed:
             latencies.append(committed - sent)
             last_commit = committed if last_commit is None else max(last_commit, committed)
     return _Landed(ids, latencies, len(table.file_uris()), table.version(), first_event, last_commit)
+
+
+def _send_rate(entries: list[LedgerEntry]) -> float | None:
+    """Acknowledged events per second of generation time (first to last `event_time`)."""
+    stamps = [
+        datetime.fromisoformat(entry.event_time.replace("Z", "+00:00")).timestamp() for entry in entries
+    ]
+    span = max(stamps) - min(stamps) if len(stamps) > 1 else 0.0
+    return round(len(stamps) / span, 1) if span > 0 else None
 
 
 def run_demo(settings: DemoSettings, *, progress: Progress | None = None) -> RunReport:
@@ -270,7 +281,7 @@ def run_demo(settings: DemoSettings, *, progress: Progress | None = None) -> Run
             result,
             latencies_s=landed.latencies_s,
             throughput_eps=round(result.landed / span, 1) if span else None,
-            send_rate_eps=round(acked_total / send_seconds, 1) if send_seconds else None,
+            send_rate_eps=_send_rate(entries),
             table_uri=table_uri,
             files=landed.files,
             table_version=landed.version,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -18,7 +19,6 @@ _LOCAL_DEFAULTS: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.python.worker.reuse": "true",
-    "spark.driver.extraJavaOptions": "-Dlog4j2.level=WARN",
     "spark.sql.streaming.stopTimeout": "30s",
 }
 
@@ -46,6 +46,12 @@ def build_session(
     elif not on_cluster:
         builder = builder.master("local[2]")
     if not on_cluster:
+        # Bind Spark's driver and block manager to loopback only: nothing here needs to be reachable.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        log_config = Path(__file__).with_name("log4j2-local.properties")
+        builder = builder.config(
+            "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log_config.as_uri()}"
+        )
         for key, value in _LOCAL_DEFAULTS.items():
             builder = builder.config(key, value)
     for key, value in (conf or {}).items():

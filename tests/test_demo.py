@@ -45,6 +45,7 @@ def test_demo_json_reports_every_event_landed_once(tmp_path):
     assert report["files"] >= 1
     assert 0 < report["latency_p50_s"] <= report["latency_p95_s"] <= report["latency_p99_s"]
     assert report["throughput_eps"] > 0
+    assert report["send_rate_eps"] > 0
     (run_dir,) = tmp_path.iterdir()
     assert json.loads((run_dir / "report.json").read_text())["events_landed"] == 300
     assert "PASS: every acknowledged event landed exactly once" in (run_dir / "report.md").read_text()
