@@ -2,8 +2,8 @@
 
 Both drain the same stream (4 shards) in the same run, several repetitions each; prints medians, the ratio
 (target >= 0.7) and the job's peak RSS summed over its process tree (driver Python + JVM + Python workers;
-the emulator runs in its own process and is not counted). By default the job writes to Spark's `noop` sink
-so the number is the source's cost; `--sink lake` runs the ingest job into a bronze Delta table instead.
+the emulator runs in its own process and is not counted). By default the job is the ingest job writing a
+bronze Delta table on the emulator's S3; `--sink noop` writes to Spark's noop sink to isolate the source.
 
     .venv/bin/python bench/bench_kinesis_source.py                   # 200k records, ~3 minutes
     .venv/bin/python bench/bench_kinesis_source.py --records 1000000 # full size (memory target < 2.5 GB)
@@ -160,8 +160,8 @@ def main() -> None:
     parser.add_argument(
         "--sink",
         choices=("noop", "lake"),
-        default="noop",
-        help="noop: Spark's noop sink (the source's own cost); lake: the ingest job into a bronze Delta table",
+        default="lake",
+        help="lake (default): the ingest job into a bronze Delta table; noop: Spark's noop sink (the source alone)",
     )
     args = parser.parse_args()
 
