@@ -35,7 +35,6 @@ BRONZE_COLUMNS: tuple[str, ...] = (
 )
 _TRIGGER = re.compile(r"^(available-now|processing-time=(\d+(?:\.\d+)?)s)$")
 _DRAIN_POLL = "500 milliseconds"
-_STARTING = re.compile(r"^(trim-horizon|latest|at-timestamp=(.+))$")
 
 
 @dataclass(frozen=True)
@@ -66,20 +65,9 @@ class IngestSettings:
                 f"--trigger: expected 'available-now' or 'processing-time=<N>s' (e.g. processing-time=5s), "
                 f"found {self.trigger!r}."
             )
-        match = _STARTING.match(self.starting_position)
-        if not match:
-            raise SettingsError(
-                "--starting-position: expected 'trim-horizon', 'latest' or 'at-timestamp=<ISO-8601>', "
-                f"found {self.starting_position!r}."
-            )
-        if match.group(2) is not None:
-            try:
-                datetime.fromisoformat(match.group(2).replace("Z", "+00:00"))
-            except ValueError:
-                raise SettingsError(
-                    f"--starting-position: {match.group(2)!r} is not an ISO-8601 time; "
-                    "write e.g. at-timestamp=2026-11-21T12:00:00Z."
-                ) from None
+        from jobs.sources import parse_starting_position
+
+        parse_starting_position(self.starting_position)  # the source's own rules; raises a SettingsError
         if self.max_records_per_shard < 1:
             raise SettingsError(
                 f"--max-records-per-shard: expected a whole number of at least 1, found {self.max_records_per_shard}."

@@ -105,8 +105,8 @@ def test_crash_between_delta_commit_and_checkpoint_commit_adds_nothing(spark, st
     ("changes", "message"),
     [
         ({"trigger": "every-5s"}, "--trigger: expected 'available-now' or 'processing-time=<N>s'"),
-        ({"starting_position": "beginning"}, "--starting-position: expected 'trim-horizon', 'latest'"),
-        ({"starting_position": "at-timestamp=yesterday"}, "'yesterday' is not an ISO-8601 time"),
+        ({"starting_position": "beginning"}, "expected starting position 'trim-horizon', 'latest' or"),
+        ({"starting_position": "at-timestamp=yesterday"}, "found timestamp 'yesterday' which is not ISO-8601"),
         (
             {"max_records_per_shard": 0},
             "--max-records-per-shard: expected a whole number of at least 1, found 0",
