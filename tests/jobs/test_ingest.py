@@ -106,7 +106,10 @@ def test_crash_between_delta_commit_and_checkpoint_commit_adds_nothing(spark, st
     [
         ({"trigger": "every-5s"}, "--trigger: expected 'available-now' or 'processing-time=<N>s'"),
         ({"starting_position": "beginning"}, "expected starting position 'trim-horizon', 'latest' or"),
-        ({"starting_position": "at-timestamp=yesterday"}, "found timestamp 'yesterday' which is not ISO-8601"),
+        (
+            {"starting_position": "at-timestamp=yesterday"},
+            "found timestamp 'yesterday' which is not ISO-8601",
+        ),
         (
             {"max_records_per_shard": 0},
             "--max-records-per-shard: expected a whole number of at least 1, found 0",
