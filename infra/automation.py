@@ -82,9 +82,12 @@ def down(stack: str, *, project_dir: Path | None = None, on_output: Callable[[st
     _guard("destroy", lambda: handle.destroy(on_output=on_output))
 
 
-def stack_outputs(stack: str, *, project_dir: Path | None = None) -> dict[str, Any]:
-    """The stack's outputs (stream_name, lake_bucket, cluster_id, dashboard_url, ...)."""
+def stack_outputs(stack: str, *, project_dir: Path | None = None, command: str = "outputs") -> dict[str, Any]:
+    """The stack's outputs (stream_name, lake_bucket, cluster_id, dashboard_url, ...).
+
+    ``command`` names the `lakestack` command that needs them, for the missing-CLI message.
+    """
     directory = project_dir or PROJECT_DIR
-    require_cli("outputs")
+    require_cli(command)
     handle = _stack(stack, directory, create=False)
     return _outputs(_guard("stack output", handle.outputs))

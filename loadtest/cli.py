@@ -102,7 +102,7 @@ def resolve_target(target: str, *, state_dir: str | None = None) -> Target:
         return Target(state.stream_name, state.region, state.endpoint_url, dict(environment))
     from infra.automation import stack_outputs
 
-    outputs = stack_outputs(target)
+    outputs = stack_outputs(target, command=f"load --target {target}")
     missing = [key for key in ("stream_name", "region") if not outputs.get(key)]
     if missing:
         raise TargetError(

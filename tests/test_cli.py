@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import stat
 import subprocess
@@ -125,3 +126,19 @@ def test_local_up_status_down_round_trip(tmp_path):
     status = lakestack("local", "--state-dir", str(state_dir), "status")
     assert status.returncode == 1
     assert "not running" in status.stdout
+
+
+def test_load_against_a_stack_without_the_pulumi_cli_says_how_to_install_it():
+    env = {**os.environ, "PATH": str(Path(sys.executable).parent)}  # no `pulumi` anywhere on PATH
+    result = subprocess.run(
+        [sys.executable, "-m", "infra.cli", "load", "--target", "dev"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert "`lakestack load --target dev` drives Pulumi through its Automation API" in result.stderr
+    assert "curl -fsSL https://get.pulumi.com | sh" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -37,7 +37,7 @@ def outputs(monkeypatch):
     seen: list[str] = []
     values: dict = {"stream_name": "prod-events", "region": "eu-west-1", "bucket": "b"}
 
-    def stack_outputs(stack: str) -> dict:
+    def stack_outputs(stack: str, *, command: str = "outputs") -> dict:
         seen.append(stack)
         return values
 
