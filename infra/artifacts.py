@@ -41,6 +41,7 @@ NOT_ON_CLUSTER = frozenset(
     {"pyspark", "moto", "locust", "pulumi", "pulumi-aws", "pulumi-azure-native", "delta-spark"}
 )
 LAUNCHER_NAME = "run_job.py"
+ENVIRONMENT_NAME = "environment.tar.gz"
 LAUNCHER = '''"""spark-submit entry: `run_job.py <job> [flags]` runs `python -m jobs <job> [flags]` from the packed environment."""
 
 import sys
@@ -211,7 +212,7 @@ def build_artifacts(
     content_hash = source_hash(project_dir, requirements=requirements, architecture=architecture)
     target = out_dir / content_hash
     launcher = target / LAUNCHER_NAME
-    environment = target / "environment.tar.gz"
+    environment = target / ENVIRONMENT_NAME
     wheels = sorted(target.glob("*.whl")) if target.is_dir() else []
     if launcher.is_file() and environment.is_file() and wheels:
         return JobArtifacts(content_hash, wheels[0], environment, launcher)

@@ -8,7 +8,6 @@ the program (:func:`settings_from_pulumi`), so both refuse the same configuratio
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -211,7 +210,9 @@ def parse_settings(
         where=where,
         allowed=f"an integer from 1 to {instance.vcpus} (the vCPUs of {instance_type})",
     )
-    workers = math.ceil(parallelism / per_worker)
+    workers = size_cluster(
+        parallelism=parallelism, parallelism_per_worker=per_worker, instance=instance
+    ).workers
     release = cluster_raw.get("releaseLabel", DEFAULT_RELEASE_LABEL)
     if not isinstance(release, str) or not _RELEASE_RE.match(release):
         raise ConfigError(

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 from infra import automation
 from infra.config import load_stack_settings
-from infra.errors import InfraError
 from infra.pricing import estimate_hourly_cost
 
 
@@ -26,22 +24,22 @@ def plan_summary(stack: str, *, project_dir: Path | None = None) -> dict[str, An
     enabled = settings.cluster.enabled
     if settings.cloud == "aws":
         cost = estimate_hourly_cost(settings)
-        hourly, at_max, as_of, lines, notes = (
-            cost.hourly_usd,
-            cost.hourly_usd_at_max_workers,
-            cost.prices_as_of,
-            cost.lines,
-            list(cost.notes),
-        )
+        pricing: dict[str, Any] = {
+            "hourly_cost_usd": cost.hourly_usd,
+            "hourly_cost_usd_at_max_workers": cost.hourly_usd_at_max_workers,
+            "prices_as_of": cost.prices_as_of,
+            "cost_lines": cost.lines,
+            "notes": list(cost.notes),
+        }
     else:
         # The price table holds AWS prices only, and the Azure stack is not built yet.
-        hourly, at_max, as_of, lines, notes = (
-            None,
-            None,
-            None,
-            {},
-            ["no Azure prices in infra/prices.json yet"],
-        )
+        pricing = {
+            "hourly_cost_usd": None,
+            "hourly_cost_usd_at_max_workers": None,
+            "prices_as_of": None,
+            "cost_lines": {},
+            "notes": ["no Azure prices in infra/prices.json yet"],
+        }
     return {
         "stack": stack,
         "cloud": settings.cloud,
@@ -53,11 +51,7 @@ def plan_summary(stack: str, *, project_dir: Path | None = None) -> dict[str, An
         "instance_type": sizing.instance_type if enabled else None,
         "stream_mode": settings.stream.mode,
         "shards": settings.stream.shards,
-        "hourly_cost_usd": hourly,
-        "hourly_cost_usd_at_max_workers": at_max,
-        "prices_as_of": as_of,
-        "cost_lines": lines,
-        "notes": notes,
+        **pricing,
     }
 
 
@@ -107,20 +101,11 @@ def _outputs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _guarded(handler: Any) -> Any:
-    # User errors (bad config, no Pulumi CLI, a failed update) are one message on stderr, never a traceback.
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return handler(args)
-        except InfraError as error:
-            print(f"lakestack {args.command}: error: {error}", file=sys.stderr)
-            return int(getattr(error, "exit_code", 2))
-
-    return run
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``plan``, ``up``, ``down`` and ``outputs`` to the ``lakestack`` command."""
+    """Add ``plan``, ``up``, ``down`` and ``outputs`` to the ``lakestack`` command.
+
+    Their errors (bad config, no Pulumi CLI, a failed update) are reported by :func:`infra.cli.main`.
+    """
 
     def stack_option(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
@@ -139,7 +124,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     stack_option(plan)
     plan.add_argument("--json", action="store_true", help="print one JSON object (last line of stdout)")
-    plan.set_defaults(handler=_guarded(_plan))
+    plan.set_defaults(handler=_plan)
 
     up = subparsers.add_parser(
         "up",
@@ -147,7 +132,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Run `pulumi up` for the stack through the Automation API and print its outputs.",
     )
     stack_option(up)
-    up.set_defaults(handler=_guarded(_up))
+    up.set_defaults(handler=_up)
 
     down = subparsers.add_parser(
         "down",
@@ -155,7 +140,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Run `pulumi destroy` for the stack through the Automation API.",
     )
     stack_option(down)
-    down.set_defaults(handler=_guarded(_down))
+    down.set_defaults(handler=_down)
 
     outputs = subparsers.add_parser(
         "outputs",
@@ -165,4 +150,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     stack_option(outputs)
     outputs.add_argument("--json", action="store_true", help="one line instead of indented JSON")
-    outputs.set_defaults(handler=_guarded(_outputs))
+    outputs.set_defaults(handler=_outputs)

@@ -18,7 +18,7 @@ import pulumi
 import pulumi_aws as aws
 from pulumi import dynamic
 
-from infra.artifacts import JobArtifacts
+from infra.artifacts import ENVIRONMENT_NAME, LAUNCHER_NAME, JobArtifacts
 
 
 def spark_submit_args(
@@ -39,7 +39,7 @@ def spark_submit_args(
         "--name",
         f"lakestack-{pipeline}",
         "--archives",
-        f"{base}environment.tar.gz#environment",
+        f"{base}{ENVIRONMENT_NAME}#environment",
         "--conf",
         "spark.yarn.appMasterEnv.PYTHONPATH=./environment",
         "--conf",
@@ -50,7 +50,7 @@ def spark_submit_args(
         "spark.yarn.maxAppAttempts=4",
         "--conf",
         "spark.yarn.am.attemptFailuresValidityInterval=1h",
-        f"{base}run_job.py",
+        f"{base}{LAUNCHER_NAME}",
         pipeline,
         *job_args,
     ]
@@ -98,8 +98,6 @@ class _EmrStepProvider(dynamic.ResourceProvider):
 
 class EmrStep(dynamic.Resource):
     """One EMR step (a spark-submit of one pipeline); replaced when its arguments change."""
-
-    step_id: pulumi.Output[str]
 
     def __init__(
         self,

@@ -41,24 +41,20 @@ class Network(pulumi.ComponentResource):
             tags=tags,
             opts=child,
         )
-        public = aws.ec2.Subnet(
-            f"{name}-public",
-            vpc_id=vpc.id,
-            cidr_block=args.public_cidr,
-            availability_zone=zone,
-            map_public_ip_on_launch=False,
-            tags={**tags, "Name": f"{name}-public"},
-            opts=child,
-        )
-        private = aws.ec2.Subnet(
-            f"{name}-private",
-            vpc_id=vpc.id,
-            cidr_block=args.private_cidr,
-            availability_zone=zone,
-            map_public_ip_on_launch=False,
-            tags={**tags, "Name": f"{name}-private"},
-            opts=child,
-        )
+        # Both subnets keep public IPs off: the public one only holds the NAT gateway (with its Elastic IP).
+        subnets = {
+            role: aws.ec2.Subnet(
+                f"{name}-{role}",
+                vpc_id=vpc.id,
+                cidr_block=cidr,
+                availability_zone=zone,
+                map_public_ip_on_launch=False,
+                tags={**tags, "Name": f"{name}-{role}"},
+                opts=child,
+            )
+            for role, cidr in (("public", args.public_cidr), ("private", args.private_cidr))
+        }
+        public, private = subnets["public"], subnets["private"]
         igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags=tags, opts=child)
         eip = aws.ec2.Eip(f"{name}-nat-ip", domain="vpc", tags=tags, opts=child)
         nat = aws.ec2.NatGateway(

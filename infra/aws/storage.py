@@ -65,8 +65,8 @@ class LakeStorage(pulumi.ComponentResource):
         super().__init__("lakestack:aws:LakeStorage", name, None, opts)
         names: dict[str, pulumi.Output[str]] = {}
         arns: dict[str, pulumi.Output[str]] = {}
+        child = pulumi.ResourceOptions(parent=self)
         for role, bucket_name in args.bucket_names.items():
-            child = pulumi.ResourceOptions(parent=self)
             bucket = aws.s3.Bucket(
                 f"{name}-{role}",
                 bucket=bucket_name,

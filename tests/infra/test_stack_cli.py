@@ -1,21 +1,13 @@
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
 import pytest
 
 from infra import automation, stack_cli
+from infra.cli import main as run_cli
 from infra.errors import ConfigError
-
-
-def run_cli(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="lakestack")
-    subparsers = parser.add_subparsers(dest="command", required=True)
-    stack_cli.register(subparsers)
-    args = parser.parse_args(argv)
-    return args.handler(args)
 
 
 def test_plan_json_for_the_dev_stack(capsys):
