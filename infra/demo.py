@@ -75,19 +75,47 @@ class Progress:
             self.stream.flush()
 
 
-def _count_lines(directory: Path) -> int:
-    total = 0
-    for path in directory.glob("ledger-*.jsonl"):
-        with path.open("rb") as handle:
-            total += sum(1 for _ in handle)
-    return total
+class _LedgerCount:
+    """Lines in the ledger files so far, reading only what was appended since the last call."""
+
+    def __init__(self, directory: Path) -> None:
+        self._directory = directory
+        self._offsets: dict[Path, int] = {}
+        self.lines = 0
+
+    def update(self) -> int:
+        for path in self._directory.glob("ledger-*.jsonl"):
+            with path.open("rb") as handle:
+                handle.seek(self._offsets.get(path, 0))
+                chunk = handle.read()
+            # Count whole lines only; a line still being written is counted on a later call.
+            complete = chunk[: chunk.rfind(b"\n") + 1]
+            self._offsets[path] = self._offsets.get(path, 0) + len(complete)
+            self.lines += complete.count(b"\n")
+        return self.lines
 
 
-def _rows_read(query: StreamingQuery) -> tuple[int, int]:
-    progress = query.recentProgress or []
-    return sum(int(p.get("numInputRows", 0)) for p in progress), sum(
-        1 for p in progress if p.get("numInputRows")
-    )
+class _Ingested:
+    """Rows read per micro-batch, collected from query progress as it is polled.
+
+    `recentProgress` keeps only the last 100 events and idle triggers report too, so a total over it alone
+    would fall short on a long run; keyed by batch id, each poll adds what the buffer still holds.
+    """
+
+    def __init__(self, query: StreamingQuery) -> None:
+        self._query = query
+        self._rows: dict[int, int] = {}
+
+    def update(self) -> int:
+        for progress in self._query.recentProgress or []:
+            rows = int(progress.get("numInputRows", 0))
+            if rows:
+                self._rows[int(progress["batchId"])] = rows
+        return sum(self._rows.values())
+
+    @property
+    def batches(self) -> int:
+        return len(self._rows)
 
 
 def _wait_for(
@@ -132,7 +160,7 @@ def _landed_rows(table_uri: str, storage_options: dict[str, str]) -> _Landed:
     for payload, batch_id in zip(data["data"], data["batch_id"], strict=True):
         event = json.loads(payload)
         ids.append(event["event_id"])
-        sent = datetime.fromisoformat(event["event_time"].replace("Z", "+00:00")).timestamp()
+        sent = datetime.fromisoformat(event["event_time"]).timestamp()
         first_event = sent if first_event is None else min(first_event, sent)
         committed = commit_time.get(batch_id)
         if committed is not None:
@@ -143,9 +171,7 @@ def _landed_rows(table_uri: str, storage_options: dict[str, str]) -> _Landed:
 
 def _send_rate(entries: list[LedgerEntry]) -> float | None:
     """Acknowledged events per second of generation time (first to last `event_time`)."""
-    stamps = [
-        datetime.fromisoformat(entry.event_time.replace("Z", "+00:00")).timestamp() for entry in entries
-    ]
+    stamps = [datetime.fromisoformat(entry.event_time).timestamp() for entry in entries]
     span = max(stamps) - min(stamps) if len(stamps) > 1 else 0.0
     return round(len(stamps) / span, 1) if span > 0 else None
 
@@ -168,8 +194,7 @@ def run_demo(settings: DemoSettings, *, progress: Progress | None = None) -> Run
     clock = time.monotonic()
 
     show.step("starting the emulator (moto server: Kinesis + S3 on 127.0.0.1)")
-    names = local.local_names()
-    emulator = local.Emulator.start(port=settings.port, names=names, log_path=run_dir / "emulator.log")
+    emulator = local.Emulator.start(port=settings.port, log_path=run_dir / "emulator.log")
     state = emulator.state
     os.environ["AWS_DEFAULT_REGION"] = state.region
     table_uri = state.table_uri
@@ -218,21 +243,22 @@ def run_demo(settings: DemoSettings, *, progress: Progress | None = None) -> Run
             f"sending {settings.events:,} sales events at {settings.rate:,.0f}/s with Locust ({settings.users} users)"
         )
         send_started = time.monotonic()
+        ingested, acked = _Ingested(query), _LedgerCount(ledger_dir)
         with (run_dir / "locust.log").open("wb") as locust_log:
             locust = subprocess.Popen(
                 command, stdout=locust_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
             )
             while locust.poll() is None:
-                rows, _ = _rows_read(query)
-                acked = _count_lines(ledger_dir)
-                show.line(f"sent {acked:,}/{settings.events:,} acknowledged | ingested {rows:,}")
+                show.line(
+                    f"sent {acked.update():,}/{settings.events:,} acknowledged | ingested {ingested.update():,}"
+                )
                 if query.exception() is not None:
                     locust.terminate()
                     break
                 time.sleep(0.5)
             locust.wait(timeout=30)
         send_seconds = time.monotonic() - send_started
-        acked_total = _count_lines(ledger_dir)
+        acked_total = acked.update()
         if locust.returncode != 0:
             notes.append(f"Locust exited with status {locust.returncode}; see {run_dir / 'locust.log'}")
         show.step(
@@ -245,7 +271,7 @@ def run_demo(settings: DemoSettings, *, progress: Progress | None = None) -> Run
             return query.exception() is not None or ingest.caught_up(query, since=sent_by)
 
         def tick() -> None:
-            show.line(f"draining: ingested {_rows_read(query)[0]:,}/{acked_total:,}")
+            show.line(f"draining: ingested {ingested.update():,}/{acked_total:,}")
 
         if not _wait_for(caught_up, timeout_s=_DRAIN_TIMEOUT_S, tick=tick):
             notes.append(f"the stream was not drained within {_DRAIN_TIMEOUT_S:.0f}s")
@@ -253,7 +279,7 @@ def run_demo(settings: DemoSettings, *, progress: Progress | None = None) -> Run
         query.stop()
         if error is not None:
             raise RuntimeError(f"the ingest query failed: {error}")
-        _, batches = _rows_read(query)
+        ingested.update()
         show.step("reconciling the ledger against the table")
         entries = read_ledger(ledger_dir)
         acknowledged = [entry.event_id for entry in entries]
@@ -285,7 +311,7 @@ def run_demo(settings: DemoSettings, *, progress: Progress | None = None) -> Run
             table_uri=table_uri,
             files=landed.files,
             table_version=landed.version,
-            micro_batches=batches,
+            micro_batches=ingested.batches,
             duration_s=round(duration, 1),
             started_at=started_at.isoformat(timespec="seconds"),
             notes=tuple(notes),

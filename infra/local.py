@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from infra.config import StackSettings, load_stack_settings
 from infra.errors import EmulatorError
 
 DEFAULT_PORT = 4566
@@ -27,15 +28,6 @@ EMULATOR_CREDENTIALS: Mapping[str, str] = {
     "AWS_SECRET_ACCESS_KEY": "lakestack-local",
 }
 _READY_TIMEOUT_S = 30.0
-
-
-@dataclass(frozen=True)
-class LocalNames:
-    """Physical names of the local stack's stream and buckets."""
-
-    region: str
-    stream_name: str
-    buckets: Mapping[str, str]
 
 
 @dataclass(frozen=True)
@@ -68,18 +60,6 @@ class EmulatorState:
             "LAKESTACK_STREAM": self.stream_name,
             "LAKESTACK_TABLE_URI": self.table_uri,
         }
-
-
-def local_names(project_dir: Path | None = None) -> LocalNames:
-    """Names of the `local` stack (Pulumi.local.yaml), so the emulator and `pulumi up --stack local` agree."""
-    from infra.config import load_stack_settings
-
-    settings = load_stack_settings("local", project_dir=project_dir)
-    return LocalNames(
-        region=settings.region,
-        stream_name=settings.stream_name,
-        buckets=dict(settings.bucket_names),
-    )
 
 
 def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
@@ -160,18 +140,18 @@ def _client(service: str, endpoint_url: str, region: str):  # noqa: ANN202 - bot
     )
 
 
-def provision(endpoint_url: str, names: LocalNames) -> None:
-    """Create the on-demand stream and the encrypted, private buckets of the local stack (idempotent)."""
-    kinesis = _client("kinesis", endpoint_url, names.region)
+def provision(endpoint_url: str, stack: StackSettings) -> None:
+    """Create the on-demand stream and the encrypted, private buckets of a stack (idempotent)."""
+    kinesis = _client("kinesis", endpoint_url, stack.region)
     existing = kinesis.list_streams().get("StreamNames", [])
-    if names.stream_name not in existing:
-        kinesis.create_stream(StreamName=names.stream_name, StreamModeDetails={"StreamMode": "ON_DEMAND"})
+    if stack.stream_name not in existing:
+        kinesis.create_stream(StreamName=stack.stream_name, StreamModeDetails={"StreamMode": "ON_DEMAND"})
     kinesis.get_waiter("stream_exists").wait(
-        StreamName=names.stream_name, WaiterConfig={"Delay": 0.2, "MaxAttempts": 50}
+        StreamName=stack.stream_name, WaiterConfig={"Delay": 0.2, "MaxAttempts": 50}
     )
-    s3 = _client("s3", endpoint_url, names.region)
+    s3 = _client("s3", endpoint_url, stack.region)
     have = {bucket["Name"] for bucket in s3.list_buckets().get("Buckets", [])}
-    for bucket in names.buckets.values():
+    for bucket in stack.bucket_names.values():
         if bucket in have:
             continue
         s3.create_bucket(Bucket=bucket)
@@ -201,13 +181,17 @@ class Emulator:
         self.state = state
 
     @classmethod
-    def start(cls, *, port: int | None = None, names: LocalNames | None = None, log_path: Path) -> Emulator:
+    def start(
+        cls, *, port: int | None = None, stack: StackSettings | None = None, log_path: Path
+    ) -> Emulator:
+        """Start the emulator with `stack`'s stream and buckets (the `local` stack, Pulumi.local.yaml, when
+        None, so the emulator and `pulumi up --stack local` agree on names)."""
         chosen = free_port() if port is None else port
-        names = names or local_names()
+        target = stack if stack is not None else load_stack_settings("local")
         process = start_server(chosen, log_path=log_path)
         endpoint_url = f"http://127.0.0.1:{chosen}"
         try:
-            provision(endpoint_url, names)
+            provision(endpoint_url, target)
         except Exception:
             _terminate(process.pid)
             raise
@@ -215,9 +199,9 @@ class Emulator:
             pid=process.pid,
             port=chosen,
             endpoint_url=endpoint_url,
-            region=names.region,
-            stream_name=names.stream_name,
-            buckets=dict(names.buckets),
+            region=target.region,
+            stream_name=target.stream_name,
+            buckets=dict(target.bucket_names),
             log_path=str(log_path),
             started_at=datetime.now(UTC).isoformat(timespec="seconds"),
         )
@@ -268,7 +252,7 @@ def up(*, port: int = DEFAULT_PORT, state_dir: Path = DEFAULT_STATE_DIR) -> Emul
             f"an emulator is already running on {running.endpoint_url} (pid {running.pid}); "
             "use it, or stop it first with `lakestack local down`."
         )
-    emulator = Emulator.start(port=port, names=local_names(), log_path=state_dir / "moto.log")
+    emulator = Emulator.start(port=port, log_path=state_dir / "moto.log")
     state_dir.mkdir(parents=True, exist_ok=True)
     _state_file(state_dir).write_text(json.dumps(asdict(emulator.state), indent=2))
     return emulator.state

@@ -7,6 +7,7 @@ spark-submit: ``python -m jobs ingest --stream NAME --region R --table URI --che
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import re
 import signal
@@ -15,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
+from urllib.parse import urlparse
 
 from jobs.errors import SettingsError
 
@@ -160,8 +162,6 @@ def _query_app_id(spark: SparkSession, checkpoint: str) -> str:
     # `metadata` file and is regenerated when the checkpoint is deleted, so a fresh query (batch ids from 0
     # again) never has its batches mistaken for ones an earlier query already committed.
     row = spark.read.text(f"{checkpoint.rstrip('/')}/metadata").first()
-    import json
-
     return f"lakestack-ingest-{json.loads(row[0])['id']}"
 
 
@@ -169,13 +169,10 @@ def _log_source_metrics(settings: IngestSettings, batch_id: int) -> None:
     # The source plans in a Spark Python worker whose log is not the job's: surface its numbers here.
     from jobs.sources import read_source_metrics
 
-    on_s3 = settings.checkpoint.startswith(("s3://", "s3a://"))
     try:
+        # The endpoint is used only when the checkpoint is on S3 (the emulator's, next to the stream).
         found = read_source_metrics(
-            settings.checkpoint,
-            batch_id=batch_id,
-            region=settings.region,
-            endpoint_url=settings.endpoint_url if on_s3 else None,
+            settings.checkpoint, batch_id=batch_id, region=settings.region, endpoint_url=settings.endpoint_url
         )
     except (OSError, ValueError) as error:
         log.warning("ingest: batch %d: source metrics unreadable (%s)", batch_id, error)
@@ -200,23 +197,26 @@ def make_batch_writer(spark: SparkSession, settings: IngestSettings) -> Callable
     """Return the idempotent foreachBatch function that appends each micro-batch to the bronze table."""
     from jobs.lake import foreach_batch_writer, storage_options_for
 
-    # The stream's endpoint (an emulator) applies to the table only when the table is on S3 too.
-    on_s3 = settings.table.startswith(("s3://", "s3a://"))
-    options = storage_options_for(
-        settings.table, endpoint_url=settings.endpoint_url if on_s3 else None, region=settings.region
-    )
-    state: dict[str, Callable[[DataFrame, int], None]] = {}
+    # The endpoint and region say where the stream is; they describe the table only when it is on S3 too.
+    if urlparse(settings.table).scheme in ("s3", "s3a"):
+        options = storage_options_for(
+            settings.table, endpoint_url=settings.endpoint_url, region=settings.region
+        )
+    else:
+        options = storage_options_for(settings.table)
+    writer: Callable[[DataFrame, int], None] | None = None
 
     def write(batch: DataFrame, batch_id: int) -> None:
-        if "writer" not in state:
-            state["writer"] = foreach_batch_writer(
+        nonlocal writer
+        if writer is None:
+            writer = foreach_batch_writer(
                 settings.table,
                 app_id=_query_app_id(spark, settings.checkpoint),
                 storage_options=options,
                 prepare=to_bronze,
             )
         _log_source_metrics(settings, batch_id)
-        state["writer"](batch, batch_id)
+        writer(batch, batch_id)
 
     return write
 
@@ -271,7 +271,7 @@ def caught_up(query: StreamingQuery, *, since: datetime | None = None) -> bool:
         return False
     if since is None:
         return True
-    started = datetime.fromisoformat(last["timestamp"].replace("Z", "+00:00"))
+    started = datetime.fromisoformat(last["timestamp"])
     return started >= since
 
 
@@ -302,9 +302,9 @@ def run(settings: IngestSettings, *, spark: SparkSession | None = None) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    progress = query.recentProgress
-    rows = sum(p.get("numInputRows", 0) for p in progress) if progress else 0
-    log.info("ingest: stopped after %d micro-batches with input, %d records read", len(progress), rows)
+    # Per-batch counts are logged as each batch is written; recentProgress is a bounded buffer full of
+    # idle triggers, so it is no total.
+    log.info("ingest: stopped; the next run resumes from checkpoint %s", settings.checkpoint)
     return 0
 
 
