@@ -3,9 +3,9 @@
     .venv/bin/python bench/bench_locust_kinesis.py            # ~1-2 minutes
     .venv/bin/python bench/bench_locust_kinesis.py --full     # bigger runs, more repetitions
 
-Both sides send sales events from the same generator with the same batch size to the same moto server
-(started here, on 127.0.0.1, in its own process), one sequential producer each (Locust: 1 user), a fresh
-stream per run, alternating which side goes first. The Locust side is a real headless Locust process;
+Both sides send sales events from the same generator with the same batch size to the same emulator
+(the project's moto server from infra.local, started here on 127.0.0.1), one sequential producer each
+(Locust: 1 user), a fresh stream per run, alternating which side goes first. The Locust side is a real headless Locust process;
 its records/s is Locust's own statistic for the `record` entries (what a user sees). Target: ratio >= 0.8.
 """
 
@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import csv
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,7 @@ import boto3
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from infra.local import free_port, start_server
 from loadtest.clients.kinesis import KinesisProducer
 from loadtest.generators import make_generator
 from loadtest.runner import locust_command
@@ -33,29 +33,9 @@ from loadtest.runner import locust_command
 TARGET_RATIO = 0.8
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def start_moto() -> tuple[subprocess.Popen, str]:
+def start_moto(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return proc, url
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise SystemExit("moto server did not start within 30 s")
+    return start_server(port, log_path=workdir / "moto.log"), f"http://127.0.0.1:{port}"
 
 
 def create_stream(client, name: str) -> None:
@@ -116,12 +96,12 @@ def main() -> int:
 
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
-    moto, endpoint = start_moto()
-    client = boto3.client("kinesis", endpoint_url=endpoint, region_name="us-east-1")
     baseline: list[float] = []
     harness: list[float] = []
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp:
+        moto, endpoint = start_moto(Path(tmp))
+        client = boto3.client("kinesis", endpoint_url=endpoint, region_name="us-east-1")
+        try:
             for rep in range(repetitions):
                 order = ("boto3", "locust") if rep % 2 == 0 else ("locust", "boto3")
                 for side in order:
@@ -134,9 +114,9 @@ def main() -> int:
                         rate = run_locust(endpoint, stream, events, args.batch_size, args.users, Path(tmp))
                         harness.append(rate)
                     print(f"rep {rep + 1}/{repetitions} {side:6s}: {rate:9,.0f} records/s", flush=True)
-    finally:
-        moto.terminate()
-        moto.wait(timeout=30)
+        finally:
+            moto.terminate()
+            moto.wait(timeout=30)
 
     base, loc = statistics.median(baseline), statistics.median(harness)
     ratio = loc / base

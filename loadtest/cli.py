@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import subprocess
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from infra.local import free_port
 from loadtest.errors import TargetError
 from loadtest.generators import SCENARIOS
 from loadtest.runner import SHAPEFILE, distributed_extra, locust_command, worker_command
@@ -112,12 +112,6 @@ def resolve_target(target: str, *, state_dir: str | None = None) -> Target:
     return Target(str(outputs["stream_name"]), str(outputs["region"]), outputs.get("endpoint_url") or None)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def build_commands(
     args: argparse.Namespace, target: Target, out_dir: Path
 ) -> tuple[list[str], list[list[str]]]:
@@ -125,7 +119,7 @@ def build_commands(
     extra: list[str] = []
     workers: list[list[str]] = []
     if args.workers:
-        port = _free_port()
+        port = free_port()
         extra += distributed_extra(workers=args.workers, master_port=port)
         workers = [worker_command(master_port=port) for _ in range(args.workers)]
     if args.shape:

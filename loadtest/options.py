@@ -138,14 +138,14 @@ def _rate(name: str, value: float) -> float:
     return value
 
 
-def settings_from_options(options: argparse.Namespace, *, require_stream: bool = True) -> LoadSettings:
+def settings_from_options(options: argparse.Namespace) -> LoadSettings:
     """Validate Locust's parsed options into :class:`LoadSettings`.
 
     Raises:
         OptionError: an option is out of range; the message names the flag and its environment variable.
     """
     stream = (getattr(options, "stream", "") or "").strip()
-    if require_stream and not stream:
+    if not stream:
         raise OptionError(
             "--stream: expected the name of the stream to load, found none. Pass --stream NAME or set "
             "LAKESTACK_STREAM (`lakestack load` fills it in from the emulator or the stack outputs)."

@@ -23,6 +23,7 @@ from locust.exception import StopUser
 from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 from locust.stats import CSV_STATS_INTERVAL_SEC
 
+from loadtest.clients._base import Producer
 from loadtest.clients.kinesis import (
     Acknowledged,
     KinesisProducer,
@@ -196,7 +197,7 @@ def _on_quitting(environment: Environment, **_kwargs: Any) -> None:
         for index, generator in enumerate(state.generators):
             path = (
                 state.ledger.directory
-                / f"truth-{generator.scenario}-{state.ledger.path.stem[7:]}-{index}.json"
+                / f"truth-{generator.scenario}-{state.ledger.path.stem.removeprefix('ledger-')}-{index}.json"
             )
             path.write_text(json.dumps(generator.ground_truth(), indent=1), encoding="utf-8")
         state.ledger.close()
@@ -266,6 +267,7 @@ class LakestackUser(User):
     """
 
     abstract = True
+    producer: Producer  # set by make_producer
 
     def __init__(self, environment: Environment) -> None:
         super().__init__(environment)
@@ -309,8 +311,8 @@ class LakestackUser(User):
         raise NotImplementedError
 
     def refuse(self, event: Event, error: RecordTooLargeError) -> Rejected:
-        """Report an event that cannot be sent as a failure."""
-        raise NotImplementedError
+        """Report an event that cannot be sent as a failed record."""
+        return self.producer.refuse(event, error)
 
     def send_batch(self) -> None:
         """Lease up to ``--batch-size`` events, send them, write the ledger, settle the lease."""
@@ -382,10 +384,6 @@ class KinesisUser(LakestackUser):
         """One PutRecords batch, retried for exactly the entries that failed."""
         return self.producer.send(events, on_acknowledged=on_acknowledged)
 
-    def refuse(self, event: Event, error: RecordTooLargeError) -> Rejected:
-        """Report an oversized event as a failed record."""
-        return self.producer.refuse(event, error)
-
 
 class EventHubsUser(LakestackUser):
     """Sends to an Event Hub through its Kafka endpoint (``--eventhubs-bootstrap``, connection string)."""
@@ -418,10 +416,6 @@ class EventHubsUser(LakestackUser):
         if on_acknowledged is not None and result.acknowledged:
             on_acknowledged(result.acknowledged)
         return result
-
-    def refuse(self, event: Event, error: RecordTooLargeError) -> Rejected:
-        """Report an oversized event as a failed record."""
-        return self.producer.refuse(event, error)
 
 
 __all__ = ["EventHubsUser", "KinesisUser", "LakestackUser", "check_stream", "kinesis_client", "process_state"]

@@ -10,8 +10,15 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from loadtest.clients.kinesis import Acknowledged, EntryFailure, Rejected, SendResult, record_size
-from loadtest.errors import RecordTooLargeError
+from loadtest.clients._base import (
+    Acknowledged,
+    EntryFailure,
+    Producer,
+    Rejected,
+    RequestFire,
+    SendResult,
+    record_size,
+)
 from loadtest.events import Event
 
 FLUSH_TIMEOUT_SECONDS = 30.0
@@ -32,7 +39,7 @@ def kafka_config(bootstrap: str, connection_string: str) -> dict[str, Any]:
     }
 
 
-class EventHubsProducer:
+class EventHubsProducer(Producer):
     """Produces events to one Event Hub (Kafka topic) and reports each flush and message to Locust.
 
     Args:
@@ -41,39 +48,24 @@ class EventHubsProducer:
         fire: ``environment.events.request.fire``; None reports nothing.
     """
 
-    def __init__(self, producer: Any, topic: str, *, fire: Callable[..., None] | None = None) -> None:
+    request_type = "Kafka"
+
+    def __init__(self, producer: Any, topic: str, *, fire: RequestFire | None = None) -> None:
+        super().__init__(fire=fire)
         self._producer = producer
         self.topic = topic
-        self._fire = fire
 
     @classmethod
     def from_config(
-        cls, config: dict[str, Any], topic: str, *, fire: Callable[..., None] | None = None
+        cls, config: dict[str, Any], topic: str, *, fire: RequestFire | None = None
     ) -> EventHubsProducer:
         """Build on a real ``confluent_kafka.Producer``."""
-        from confluent_kafka import Producer
+        from confluent_kafka import Producer as KafkaProducer
 
-        return cls(Producer(config), topic, fire=fire)
+        return cls(KafkaProducer(config), topic, fire=fire)
 
-    def _report(
-        self, name: str, started: float, elapsed_ms: float, length: int, exc: Exception | None
-    ) -> None:
-        if self._fire is not None:
-            self._fire(
-                request_type="Kafka",
-                name=name,
-                response_time=elapsed_ms,
-                response_length=length,
-                exception=exc,
-                context={"topic": self.topic},
-                start_time=started,
-                url=None,
-            )
-
-    def refuse(self, event: Event, error: RecordTooLargeError) -> Rejected:
-        """Report an event that cannot be sent as a failed record (it is never produced)."""
-        self._report("record", time.time(), 0.0, record_size(event), error)
-        return Rejected(event, "RecordTooLarge", str(error))
+    def _context(self) -> dict[str, str]:
+        return {"topic": self.topic}
 
     def send(self, batch: Sequence[Event]) -> SendResult:
         """Produce the batch and flush; sort messages into acknowledged and failed by delivery report.

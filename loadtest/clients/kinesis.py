@@ -11,9 +11,18 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from loadtest.clients._base import (
+    Acknowledged,
+    EntryFailure,
+    Producer,
+    Rejected,
+    RequestFire,
+    SendResult,
+    record_size,
+)
 from loadtest.errors import RecordTooLargeError, StreamNotFoundError
 from loadtest.events import Event
 
@@ -27,13 +36,6 @@ RETRYABLE_ENTRY_ERRORS = frozenset({THROTTLED, "InternalFailure", "KMSThrottling
 RETRYABLE_CALL_ERRORS = frozenset(
     {THROTTLED, "InternalFailure", "ServiceUnavailable", "ThrottlingException", "KMSThrottlingException"}
 )
-
-RequestFire = Callable[..., None]
-
-
-def record_size(event: Event) -> int:
-    """Bytes Kinesis meters for one entry: the data blob plus the UTF-8 partition key."""
-    return len(event.data) + len(event.partition_key.encode())
 
 
 def check_event(event: Event) -> None:
@@ -79,34 +81,6 @@ def batch_events(
         yield batch
 
 
-@dataclass(frozen=True, slots=True)
-class Acknowledged:
-    """An entry the stream accepted."""
-
-    event: Event
-    shard_id: str
-    sequence_number: str
-
-
-@dataclass(frozen=True, slots=True)
-class Rejected:
-    """An entry that was not accepted, with the stream's error code (or ours) and message."""
-
-    event: Event
-    error_code: str
-    error_message: str
-
-
-@dataclass(slots=True)
-class SendResult:
-    """What became of a batch after retries."""
-
-    acknowledged: list[Acknowledged] = field(default_factory=list)
-    failed: list[Rejected] = field(default_factory=list)
-    throttled_attempts: int = 0
-    calls: int = 0
-
-
 @dataclass(frozen=True)
 class RetryPolicy:
     """Full-jitter exponential backoff: sleep uniform(0, min(cap, base * 2**attempt)).
@@ -126,11 +100,7 @@ class RetryPolicy:
         return rng.uniform(0, min(self.max_delay, self.base_delay * 2**retry))
 
 
-class EntryFailure(Exception):
-    """Passed to Locust's request event for each entry that was not accepted (not raised)."""
-
-
-class KinesisProducer:
+class KinesisProducer(Producer):
     """Sends events with PutRecords and reports every call and entry to Locust.
 
     Args:
@@ -152,32 +122,17 @@ class KinesisProducer:
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
     ) -> None:
+        super().__init__(fire=fire)
         self._client = client
         self.stream_name = stream_name
-        self._fire = fire
         self._retry = retry or RetryPolicy()
         self._sleep = sleep
         self._rng = rng or random.Random()
 
-    def _report(
-        self, name: str, started: float, elapsed_ms: float, length: int, exc: Exception | None
-    ) -> None:
-        if self._fire is not None:
-            self._fire(
-                request_type="PutRecords",
-                name=name,
-                response_time=elapsed_ms,
-                response_length=length,
-                exception=exc,
-                context={"stream": self.stream_name},
-                start_time=started,
-                url=None,
-            )
+    request_type = "PutRecords"
 
-    def refuse(self, event: Event, error: RecordTooLargeError) -> Rejected:
-        """Report an event that failed :func:`check_event` as a failed record (it is never sent)."""
-        self._report("record", time.time(), 0.0, record_size(event), error)
-        return Rejected(event, "RecordTooLarge", str(error))
+    def _context(self) -> dict[str, str]:
+        return {"stream": self.stream_name}
 
     def _call(self, batch: Sequence[Event]) -> tuple[list[dict[str, Any]] | None, Exception | None]:
         entries = [{"Data": e.data, "PartitionKey": e.partition_key} for e in batch]

@@ -1,10 +1,13 @@
 from __future__ import annotations
 
 import json
+import random
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
-from loadtest.events import Event
+from loadtest.events import Event, iso_utc, seeded_uuid4
+from loadtest.partitioning import PartitionStrategy, partition_key
 
 
 def utc_now() -> datetime:
@@ -24,3 +27,24 @@ class Generator(Protocol):
     def next_event(self) -> Event: ...
 
     def ground_truth(self) -> dict[str, Any]: ...
+
+
+class SeededGenerator:
+    """What every scenario generator holds: its randomness, partition strategy, clock and event count."""
+
+    def __init__(
+        self, rng: random.Random, *, partition: PartitionStrategy, clock: Callable[[], datetime]
+    ) -> None:
+        self._rng = rng
+        self._partition = partition
+        self._clock = clock
+        self._count = 0
+
+    def _emit(self, body: dict[str, Any], entity_id: str) -> Event:
+        """Wrap ``body`` in an event: a seeded event_id, the wall-clock event_time, the partition key."""
+        event_id = seeded_uuid4(self._rng)
+        event_time = iso_utc(self._clock())
+        payload = {"event_id": event_id, "event_time": event_time, **body}
+        self._count += 1
+        key = partition_key(self._partition, entity_id, self._rng)
+        return Event(event_id, event_time, key, dumps(payload))

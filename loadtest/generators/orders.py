@@ -12,14 +12,14 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from loadtest.events import Event, iso_utc, seeded_uuid4
-from loadtest.generators._base import dumps, utc_now
-from loadtest.partitioning import PartitionStrategy, partition_key
+from loadtest.events import Event, iso_utc
+from loadtest.generators._base import SeededGenerator, utc_now
+from loadtest.partitioning import PartitionStrategy
 
 STATUSES: tuple[str, ...] = ("placed", "paid", "packed", "shipped", "delivered")
 
 
-class OrdersGenerator:
+class OrdersGenerator(SeededGenerator):
     """CDC events for a rolling pool of open orders.
 
     Args:
@@ -43,9 +43,7 @@ class OrdersGenerator:
         duplicate_rate: float = 0.02,
         open_orders: int = 50,
     ) -> None:
-        self._rng = rng
-        self._partition = partition
-        self._clock = clock
+        super().__init__(rng, partition=partition, clock=clock)
         self._out_of_order_rate = out_of_order_rate
         self._duplicate_rate = duplicate_rate
         self._open_orders = open_orders
@@ -58,7 +56,6 @@ class OrdersGenerator:
         self._forced: str | None = None
         # order_id -> (order_ts, row or None for deleted), over emitted changes only.
         self._state: dict[str, tuple[str, dict[str, Any] | None]] = {}
-        self._count = 0
         self._out_of_order = 0
         self._duplicates = 0
 
@@ -131,12 +128,7 @@ class OrdersGenerator:
                 self._duplicates += 1
         change = self._outbox.pop(0)
         self._record(change)
-        event_id = seeded_uuid4(rng)
-        event_time = iso_utc(self._clock())
-        payload = {"event_id": event_id, "event_time": event_time, **change}
-        self._count += 1
-        key = partition_key(self._partition, change["order_id"], rng)
-        return Event(event_id, event_time, key, dumps(payload))
+        return self._emit(change, change["order_id"])
 
     def expected_state(self) -> list[dict[str, Any]]:
         """Rows the orders table must hold after every emitted event is applied, sorted by order_id."""

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from loadtest.events import Event, iso_utc, seeded_uuid4
-from loadtest.generators._base import dumps, utc_now
+from loadtest.generators._base import SeededGenerator, dumps, utc_now
 from loadtest.partitioning import PartitionStrategy, partition_key
 
 PRODUCTS: tuple[str, ...] = (
@@ -25,7 +25,7 @@ PRODUCTS: tuple[str, ...] = (
 )
 
 
-class SalesGenerator:
+class SalesGenerator(SeededGenerator):
     """Sales events; ground truth is simply the count and amount total of what was generated.
 
     The partition entity is the product name: ``--partition-key entity`` therefore shows hot keys on
@@ -41,14 +41,12 @@ class SalesGenerator:
         partition: PartitionStrategy = "random",
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
-        self._rng = rng
-        self._partition = partition
-        self._clock = clock
-        self._count = 0
+        super().__init__(rng, partition=partition, clock=clock)
         self._cents = 0
 
     def next_event(self) -> Event:
         """The next sales event."""
+        # Not SeededGenerator._emit: SalesDateTime repeats event_time, so the body needs it first.
         rng = self._rng
         event_id = seeded_uuid4(rng)
         event_time = iso_utc(self._clock())

@@ -14,16 +14,16 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from loadtest.events import Event, iso_utc, seeded_uuid4
-from loadtest.generators._base import dumps, utc_now
-from loadtest.partitioning import PartitionStrategy, partition_key
+from loadtest.events import Event, iso_utc
+from loadtest.generators._base import SeededGenerator, utc_now
+from loadtest.partitioning import PartitionStrategy
 
 FRAUD_WINDOW_SECONDS = 60
 SMALL_LIMIT = 1.00
 LARGE_LIMIT = 500.00
 
 
-class TransactionsGenerator:
+class TransactionsGenerator(SeededGenerator):
     """Card transactions; ``fraud_rate`` is the share of new transactions that start a fraud pattern.
 
     ``txn_time`` is simulated (it advances 0-500 ms per transaction from the first clock reading) so
@@ -41,9 +41,7 @@ class TransactionsGenerator:
         fraud_rate: float = 0.01,
         accounts: int = 1000,
     ) -> None:
-        self._rng = rng
-        self._partition = partition
-        self._clock = clock
+        super().__init__(rng, partition=partition, clock=clock)
         self._fraud_rate = fraud_rate
         self._accounts = accounts
         self._prefix = f"{rng.getrandbits(24):06x}"
@@ -51,7 +49,6 @@ class TransactionsGenerator:
         self._sim_time: datetime | None = None
         # Large halves of injected patterns wait here until simulated time reaches them.
         self._pending: list[tuple[datetime, int, dict[str, Any]]] = []
-        self._count = 0
         self._frauds: list[str] = []
 
     def _next_id(self) -> str:
@@ -84,12 +81,7 @@ class TransactionsGenerator:
                 heapq.heappush(self._pending, (due, self._seq, large))
             else:
                 txn = self._txn(account, rng.randint(100, 50_000), self._sim_time)
-        event_id = seeded_uuid4(rng)
-        event_time = iso_utc(self._clock())
-        payload = {"event_id": event_id, "event_time": event_time, **txn}
-        self._count += 1
-        key = partition_key(self._partition, txn["account_id"], rng)
-        return Event(event_id, event_time, key, dumps(payload))
+        return self._emit(txn, txn["account_id"])
 
     def ground_truth(self) -> dict[str, Any]:
         """The ids of the fraudulent (large) transactions generated so far, in generation order."""

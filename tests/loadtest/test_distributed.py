@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 
 import boto3
 import pytest
 
+from infra.local import free_port
 from loadtest.ledger import read_ledger
 from loadtest.runner import distributed_extra, locust_command, worker_command
 
@@ -17,12 +17,6 @@ pytestmark = pytest.mark.slow
 
 def kinesis(endpoint: str):
     return boto3.client("kinesis", endpoint_url=endpoint, region_name="us-east-1")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def read_stream(client, stream: str) -> list[bytes]:

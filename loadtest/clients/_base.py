@@ -1,0 +1,81 @@
+"""What both producers share: the outcome types of a send and the reporting to Locust's request event."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from loadtest.errors import RecordTooLargeError
+from loadtest.events import Event
+
+RequestFire = Callable[..., None]
+
+
+def record_size(event: Event) -> int:
+    """Bytes Kinesis meters for one entry: the data blob plus the UTF-8 partition key."""
+    return len(event.data) + len(event.partition_key.encode())
+
+
+@dataclass(frozen=True, slots=True)
+class Acknowledged:
+    """An entry the stream accepted."""
+
+    event: Event
+    shard_id: str
+    sequence_number: str
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """An entry that was not accepted, with the stream's error code (or ours) and message."""
+
+    event: Event
+    error_code: str
+    error_message: str
+
+
+@dataclass(slots=True)
+class SendResult:
+    """What became of a batch after retries."""
+
+    acknowledged: list[Acknowledged] = field(default_factory=list)
+    failed: list[Rejected] = field(default_factory=list)
+    throttled_attempts: int = 0
+    calls: int = 0
+
+
+class EntryFailure(Exception):
+    """Passed to Locust's request event for each entry that was not accepted (not raised)."""
+
+
+class Producer:
+    """Reports calls and records to Locust as ``request_type`` requests, with the ``_context()`` target."""
+
+    request_type: str
+
+    def __init__(self, *, fire: RequestFire | None = None) -> None:
+        self._fire = fire
+
+    def _context(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def _report(
+        self, name: str, started: float, elapsed_ms: float, length: int, exc: Exception | None
+    ) -> None:
+        if self._fire is not None:
+            self._fire(
+                request_type=self.request_type,
+                name=name,
+                response_time=elapsed_ms,
+                response_length=length,
+                exception=exc,
+                context=self._context(),
+                start_time=started,
+                url=None,
+            )
+
+    def refuse(self, event: Event, error: RecordTooLargeError) -> Rejected:
+        """Report an event that failed ``check_event`` as a failed record (it is never sent)."""
+        self._report("record", time.time(), 0.0, record_size(event), error)
+        return Rejected(event, "RecordTooLarge", str(error))
