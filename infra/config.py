@@ -24,6 +24,8 @@ StreamMode = Literal["on-demand", "provisioned"]
 
 PROJECT = "lakestack"
 PROJECT_DIR = Path(__file__).resolve().parent.parent
+# Where the ingest job's bronze table lives inside the lake bucket, on every stack and on the emulator.
+BRONZE_TABLE = "bronze/events"
 CLOUDS: tuple[str, ...] = ("aws", "azure")
 PIPELINES: tuple[str, ...] = ("ingest", "sales", "fraud", "orders", "maintenance")
 BUCKET_ROLES: tuple[str, ...] = ("lake", "checkpoints", "artifacts", "logs")

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from infra.config import StackSettings, load_stack_settings
+from infra.config import BRONZE_TABLE, StackSettings, load_stack_settings
 from infra.errors import EmulatorError
 
 DEFAULT_PORT = 4566
@@ -49,7 +49,7 @@ class EmulatorState:
 
     @property
     def table_uri(self) -> str:
-        return f"s3://{self.lake_bucket}/bronze/events"
+        return f"s3://{self.lake_bucket}/{BRONZE_TABLE}"
 
     def environment(self) -> dict[str, str]:
         """The variables a shell (or a child process) needs to talk to this emulator."""

@@ -22,10 +22,9 @@ from infra.aws.monitoring import Monitoring, MonitoringArgs
 from infra.aws.network import Network, NetworkArgs
 from infra.aws.storage import LakeStorage, LakeStorageArgs
 from infra.aws.stream import Stream, StreamArgs
-from infra.config import PROJECT_DIR, StackSettings, settings_from_pulumi
+from infra.config import BRONZE_TABLE, PROJECT_DIR, StackSettings, settings_from_pulumi
 from infra.errors import NotBuiltError
 
-BRONZE_TABLE = "bronze/events"
 # Pipelines whose command-line flags the program knows how to fill in on a cluster.
 DEPLOYABLE = ("ingest",)
 OUTPUT_NAMES = (
