@@ -1,4 +1,4 @@
-"""Arrow helpers shared by the engines: timestamp normalisation, schema diffs, latest row per key."""
+"""Arrow helpers shared by the engines: timestamp normalisation, schema checks, MERGE source preparation."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import Schema as DeltaSchema
+
+from jobs.lake.engine import SchemaMode
+from jobs.lake.errors import SchemaMismatchError
 
 _UTC_MICROS = pa.timestamp("us", tz="UTC")
 
@@ -20,13 +23,12 @@ def normalize_timestamps(data: pa.Table) -> pa.Table:
     """
     columns = []
     changed = False
-    for name, column in zip(data.column_names, data.columns, strict=True):
+    for column in data.columns:
         if pa.types.is_timestamp(column.type) and column.type != _UTC_MICROS:
             # ns -> us truncates sub-microsecond digits, which Delta cannot store anyway.
             column = pc.cast(column, _UTC_MICROS, safe=False)
             changed = True
         columns.append(column)
-        del name
     if not changed:
         return data
     fields = [
@@ -59,6 +61,36 @@ def schema_diff(
         (name, table[name], data[name]) for name in table if name in data and table[name] != data[name]
     ]
     return missing, extra, changed
+
+
+def check_schema(table_uri: str, table: pa.Schema | DeltaSchema, data: pa.Schema, mode: SchemaMode) -> None:
+    """Raise ``SchemaMismatchError`` when ``data`` does not fit the ``table`` schema.
+
+    Strict mode rejects any difference; merge mode rejects only a changed column type.
+    """
+    missing, extra, changed = schema_diff(delta_types(table), delta_types(data))
+    if changed or (mode == "strict" and (missing or extra)):
+        raise SchemaMismatchError(
+            table_uri,
+            missing=missing if mode == "strict" else (),
+            extra=extra if mode == "strict" else (),
+            changed=changed,
+        )
+
+
+def merge_source(
+    data: pa.Table, keys: Sequence[str], precombine: str, delete_column: str | None
+) -> tuple[pa.Table, list[str]]:
+    """Prepare a MERGE source: timestamps normalised, null delete flags read as false, one row per key.
+
+    Returns the source and the columns to store (all but ``delete_column``).
+    """
+    source = normalize_timestamps(data)
+    if delete_column:
+        flags = pc.fill_null(source[delete_column].cast(pa.bool_()), False)
+        source = source.set_column(source.column_names.index(delete_column), delete_column, flags)
+    source = latest_per_key(source, keys, precombine)
+    return source, [c for c in source.column_names if c != delete_column]
 
 
 def latest_per_key(data: pa.Table, keys: Sequence[str], precombine: str) -> pa.Table:

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
-from jobs.lake._arrow import delta_types, latest_per_key, normalize_timestamps, schema_diff
-from jobs.lake._log import commit_infos
+from jobs.lake._arrow import check_schema, merge_source, normalize_timestamps
+from jobs.lake._log import commit_infos, commit_record
 from jobs.lake.engine import (
     APP_ID_KEY,
     BATCH_ID_KEY,
+    DEFAULT_RETENTION_HOURS,
     AppendResult,
     CommitRecord,
     CompactResult,
@@ -23,12 +22,7 @@ from jobs.lake.engine import (
     SchemaMode,
     TableProtocol,
 )
-from jobs.lake.errors import LakeError, LakeTableNotFoundError, SchemaMismatchError
-
-log = logging.getLogger(__name__)
-
-# Seven days: the Delta default below which a vacuum can break concurrent readers and time travel.
-DEFAULT_RETENTION_HOURS = 168
+from jobs.lake.errors import LakeError, LakeTableNotFoundError
 
 
 class DeltaRsEngine:
@@ -75,7 +69,7 @@ class DeltaRsEngine:
             done = table.transaction_version(app_id)
             if done is not None and done >= batch_id:
                 return AppendResult(committed=False, table_version=table.version(), rows=0)
-            _check_schema(table_uri, table, batch.schema, schema_mode)
+            check_schema(table_uri, table.schema(), batch.schema, schema_mode)
             _check_partitioning(table_uri, table, partition_by)
         write_deltalake(
             table if table is not None else table_uri,
@@ -114,18 +108,15 @@ class DeltaRsEngine:
             infos = _require(table_uri, options).history()
         elif not infos:
             _require(table_uri, options)
-        records = []
-        for info in infos:
-            batch = info.get(BATCH_ID_KEY)
-            records.append(
-                CommitRecord(
-                    version=int(info["version"]),
-                    timestamp=datetime.fromtimestamp(int(info["timestamp"]) / 1000, tz=UTC),
-                    operation=str(info.get("operation", "")),
-                    app_id=info.get(APP_ID_KEY),
-                    batch_id=int(batch) if batch is not None else None,
-                )
+        records = [
+            commit_record(
+                int(info["version"]),
+                datetime.fromtimestamp(int(info["timestamp"]) / 1000, tz=UTC),
+                str(info.get("operation", "")),
+                info,
             )
+            for info in infos
+        ]
         return sorted(records, key=lambda record: record.version)
 
     # -- table management ------------------------------------------------------------------------------
@@ -209,12 +200,7 @@ class DeltaRsEngine:
         if (app_id is None) != (batch_id is None):
             raise LakeError(f"merge into {table_uri}: give both app_id and batch_id, or neither.")
         options = dict(storage_options or {})
-        source = normalize_timestamps(data)
-        if delete_column:
-            flags = pc.fill_null(source[delete_column].cast(pa.bool_()), False)
-            source = source.set_column(source.column_names.index(delete_column), delete_column, flags)
-        source = latest_per_key(source, keys, precombine)
-        columns = [c for c in source.column_names if c != delete_column]
+        source, columns = merge_source(data, keys, precombine, delete_column)
 
         table = _open(table_uri, options)
         if table is None:
@@ -226,7 +212,7 @@ class DeltaRsEngine:
             done = table.transaction_version(app_id)
             if done is not None and done >= batch_id:
                 return MergeResult(committed=False, table_version=table.version(), source_rows=data.num_rows)
-        _check_schema(table_uri, table, source.select(columns).schema, "strict")
+        check_schema(table_uri, table.schema(), source.select(columns).schema, "strict")
 
         def col(alias: str, name: str) -> str:
             return f"{alias}.{_quote(name)}"
@@ -285,7 +271,8 @@ class DeltaRsEngine:
         return CompactResult(
             files_removed=int(metrics.get("numFilesRemoved", 0)),
             files_added=int(metrics.get("numFilesAdded", 0)),
-            table_version=_require(table_uri, options).version(),
+            # optimize moves ``table`` to the version it committed (update_incremental), no reopen needed.
+            table_version=table.version(),
         )
 
     def vacuum(
@@ -385,17 +372,6 @@ def _commit_properties(app_id: str, batch_id: int) -> CommitProperties:
         custom_metadata={APP_ID_KEY: app_id, BATCH_ID_KEY: str(batch_id)},
         app_transactions=[Transaction(app_id, batch_id)],
     )
-
-
-def _check_schema(table_uri: str, table: DeltaTable, data: pa.Schema, mode: SchemaMode) -> None:
-    missing, extra, changed = schema_diff(delta_types(table.schema()), delta_types(data))
-    if changed or (mode == "strict" and (missing or extra)):
-        raise SchemaMismatchError(
-            table_uri,
-            missing=missing if mode == "strict" else (),
-            extra=extra if mode == "strict" else (),
-            changed=changed,
-        )
 
 
 def _check_partitioning(table_uri: str, table: DeltaTable, partition_by: Sequence[str] | None) -> None:

@@ -8,7 +8,6 @@ table: the JVM S3 log store does not commit with conditional puts.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -16,10 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from jobs.lake._arrow import delta_types, latest_per_key, normalize_timestamps, schema_diff
+from jobs.lake._arrow import check_schema, merge_source, normalize_timestamps
+from jobs.lake._log import commit_record
 from jobs.lake.engine import (
     APP_ID_KEY,
     BATCH_ID_KEY,
+    DEFAULT_RETENTION_HOURS,
     AppendResult,
     CommitRecord,
     CompactResult,
@@ -27,12 +28,10 @@ from jobs.lake.engine import (
     SchemaMode,
     TableProtocol,
 )
-from jobs.lake.errors import EngineUnavailableError, LakeError, LakeTableNotFoundError, SchemaMismatchError
+from jobs.lake.errors import EngineUnavailableError, LakeError, LakeTableNotFoundError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-log = logging.getLogger(__name__)
 
 _DELTA_CLASS = "io.delta.tables.DeltaTable"
 
@@ -169,16 +168,7 @@ class JvmDeltaEngine:
 
     def _check_schema(self, table_uri: str, data: pa.Schema, mode: SchemaMode) -> None:
         existing = self._session().read.format("delta").load(table_uri).limit(0).toArrow().schema
-        missing, extra, changed = schema_diff(
-            delta_types(existing), delta_types(normalize_timestamps(data.empty_table()).schema)
-        )
-        if changed or (mode == "strict" and (missing or extra)):
-            raise SchemaMismatchError(
-                table_uri,
-                missing=missing if mode == "strict" else (),
-                extra=extra if mode == "strict" else (),
-                changed=changed,
-            )
+        check_schema(table_uri, existing, normalize_timestamps(data.empty_table()).schema, mode)
 
     def transaction_version(
         self, table_uri: str, app_id: str, *, storage_options: Mapping[str, str] | None = None
@@ -209,16 +199,13 @@ class JvmDeltaEngine:
             .select("version", "timestamp", "operation", "userMetadata")
             .collect()
         ):
-            meta = json.loads(row["userMetadata"]) if row["userMetadata"] else {}
-            batch = meta.get(BATCH_ID_KEY)
             stamp = row["timestamp"]
             records.append(
-                CommitRecord(
-                    version=int(row["version"]),
-                    timestamp=stamp.replace(tzinfo=UTC) if stamp.tzinfo is None else stamp.astimezone(UTC),
-                    operation=str(row["operation"]),
-                    app_id=meta.get(APP_ID_KEY),
-                    batch_id=int(batch) if batch is not None else None,
+                commit_record(
+                    int(row["version"]),
+                    stamp.replace(tzinfo=UTC) if stamp.tzinfo is None else stamp.astimezone(UTC),
+                    str(row["operation"]),
+                    json.loads(row["userMetadata"]) if row["userMetadata"] else {},
                 )
             )
         return sorted(records, key=lambda record: record.version)
@@ -269,14 +256,7 @@ class JvmDeltaEngine:
     ) -> MergeResult:
         """Upsert by ``keys`` with the same rules as ``DeltaRsEngine.merge``."""
         del storage_options
-        source = normalize_timestamps(data)
-        if delete_column:
-            import pyarrow.compute as pc
-
-            flags = pc.fill_null(source[delete_column].cast(pa.bool_()), False)
-            source = source.set_column(source.column_names.index(delete_column), delete_column, flags)
-        source = latest_per_key(source, keys, precombine)
-        columns = [c for c in source.column_names if c != delete_column]
+        source, columns = merge_source(data, keys, precombine, delete_column)
         if not self._exists(table_uri):
             self.create_table(table_uri, source.select(columns).schema, partition_by=partition_by)
         elif app_id is not None and batch_id is not None:
@@ -346,7 +326,7 @@ class JvmDeltaEngine:
         self,
         table_uri: str,
         *,
-        retention_hours: int = 168,
+        retention_hours: int = DEFAULT_RETENTION_HOURS,
         full: bool = False,
         dry_run: bool = False,
         storage_options: Mapping[str, str] | None = None,
@@ -354,7 +334,7 @@ class JvmDeltaEngine:
         """VACUUM; Spark's vacuum always covers untracked files, so ``full`` changes nothing here."""
         del storage_options, full
         spark = self._session()
-        if retention_hours < 168:
+        if retention_hours < DEFAULT_RETENTION_HOURS:
             spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
         dry = " DRY RUN" if dry_run else ""
         rows = spark.sql(f"VACUUM delta.`{table_uri}` RETAIN {int(retention_hours)} HOURS{dry}").collect()

@@ -1,4 +1,4 @@
-"""Reads commitInfo entries straight from ``_delta_log``.
+"""Reads commitInfo entries straight from ``_delta_log``, and turns commit metadata into ``CommitRecord``.
 
 delta-rs' ``DeltaTable.history()`` keeps the GIL while it lists and reads the log, which stalls a storage
 emulator running in the same Python process (the embedded moto server) until the request times out.
@@ -9,9 +9,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import datetime
 from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
+
+from jobs.lake._storage import is_local_scheme
+from jobs.lake.engine import APP_ID_KEY, BATCH_ID_KEY, CommitRecord
+
+
+def commit_record(version: int, timestamp: datetime, operation: str, metadata: Mapping) -> CommitRecord:
+    """Build a ``CommitRecord``, taking (app_id, batch_id) from the keys the lake writes with each commit."""
+    batch = metadata.get(BATCH_ID_KEY)
+    return CommitRecord(
+        version=version,
+        timestamp=timestamp,
+        operation=operation,
+        app_id=metadata.get(APP_ID_KEY),
+        batch_id=int(batch) if batch is not None else None,
+    )
 
 
 def commit_infos(table_uri: str, options: Mapping[str, str]) -> list[dict] | None:
@@ -48,7 +64,7 @@ def commit_infos(table_uri: str, options: Mapping[str, str]) -> list[dict] | Non
 def _filesystem(table_uri: str, options: Mapping[str, str]) -> tuple[pafs.FileSystem, str] | None:
     parsed = urlparse(table_uri)
     scheme = parsed.scheme.lower()
-    if scheme in ("", "file") or len(scheme) == 1:
+    if is_local_scheme(scheme):
         path = parsed.path if scheme == "file" else table_uri
         return pafs.LocalFileSystem(), path
     if scheme in ("s3", "s3a"):

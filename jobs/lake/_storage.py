@@ -36,8 +36,7 @@ def storage_options_for(
         StorageConfigError: the URI scheme is not supported, or an option does not fit the scheme.
     """
     scheme = urlparse(table_uri).scheme.lower()
-    # A Windows drive letter parses as a one-letter scheme: it is a local path.
-    if scheme in ("", "file") or len(scheme) == 1:
+    if is_local_scheme(scheme):
         if endpoint_url is not None:
             raise StorageConfigError(
                 f"endpoint_url={endpoint_url!r} was given for the local table {table_uri!r}; "
@@ -57,6 +56,12 @@ def storage_options_for(
         f"expected a table URI that is a local path, file://, s3://, or abfss://, found scheme {scheme!r} "
         f"in {table_uri!r}. Use one of the supported schemes."
     )
+
+
+def is_local_scheme(scheme: str) -> bool:
+    """True when a table URI's (lower-cased) scheme names a local path."""
+    # A Windows drive letter parses as a one-letter scheme: it is a local path.
+    return scheme in ("", "file") or len(scheme) == 1
 
 
 def _s3_options(table_uri: str, *, endpoint_url: str | None, region: str | None) -> dict[str, str]:

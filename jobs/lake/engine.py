@@ -15,6 +15,9 @@ BATCH_ID_KEY = "lakestack.batchId"
 
 SchemaMode = Literal["strict", "merge"]
 
+# Seven days: the Delta default below which a vacuum can break concurrent readers and time travel.
+DEFAULT_RETENTION_HOURS = 168
+
 
 @dataclass(frozen=True)
 class AppendResult:
@@ -173,7 +176,7 @@ class LakeEngine(Protocol):
         self,
         table_uri: str,
         *,
-        retention_hours: int = 168,
+        retention_hours: int = DEFAULT_RETENTION_HOURS,
         full: bool = False,
         dry_run: bool = False,
         storage_options: Mapping[str, str] | None = None,

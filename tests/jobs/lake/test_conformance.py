@@ -14,6 +14,7 @@ from jobs.lake import (
     JvmDeltaEngine,
     LakeEngine,
     LakeTableNotFoundError,
+    MergeResult,
     SchemaMismatchError,
     TableProtocol,
     storage_options_for,
@@ -149,35 +150,33 @@ def orders(rows: list[tuple[int, str, int, bool]]) -> pa.Table:
     return pa.Table.from_pylist([dict(zip(ORDERS.names, r, strict=True)) for r in rows], schema=ORDERS)
 
 
+def merge_orders(
+    engine: LakeEngine, uri: str, rows: list[tuple[int, str, int, bool]], **kwargs
+) -> MergeResult:
+    return engine.merge(
+        uri, orders(rows), keys=["order_id"], precombine="order_ts", delete_column="deleted", **kwargs
+    )
+
+
 def table_rows(engine: LakeEngine, uri: str) -> list[tuple]:
     return sorted((r["order_id"], r["status"], r["order_ts"]) for r in engine.read(uri).to_pylist())
 
 
 def test_merge_latest_precombine_wins_with_out_of_order_and_duplicate_keys(engine, tmp_path):
     uri = str(tmp_path / "orders")
-    engine.merge(
+    merge_orders(engine, uri, [(1, "new", 10, False), (2, "new", 10, False), (3, "new", 10, False)])
+    result = merge_orders(
+        engine,
         uri,
-        orders([(1, "new", 10, False), (2, "new", 10, False), (3, "new", 10, False)]),
-        keys=["order_id"],
-        precombine="order_ts",
-        delete_column="deleted",
-    )
-    result = engine.merge(
-        uri,
-        orders(
-            [
-                (1, "shipped", 30, False),  # newest for key 1 ...
-                (1, "paid", 20, False),  # ... arrives before an older one in the same batch
-                (2, "stale", 5, False),  # older than the stored row: ignored
-                (3, "gone", 40, False),
-                (3, "gone", 41, True),  # delete newer than the update: key 3 goes
-                (4, "dup-a", 50, False),
-                (4, "dup-b", 50, False),  # equal precombine: the later row in the batch wins
-            ]
-        ),
-        keys=["order_id"],
-        precombine="order_ts",
-        delete_column="deleted",
+        [
+            (1, "shipped", 30, False),  # newest for key 1 ...
+            (1, "paid", 20, False),  # ... arrives before an older one in the same batch
+            (2, "stale", 5, False),  # older than the stored row: ignored
+            (3, "gone", 40, False),
+            (3, "gone", 41, True),  # delete newer than the update: key 3 goes
+            (4, "dup-a", 50, False),
+            (4, "dup-b", 50, False),  # equal precombine: the later row in the batch wins
+        ],
     )
     assert table_rows(engine, uri) == [(1, "shipped", 30), (2, "new", 10), (4, "dup-b", 50)]
     assert (result.source_rows, result.inserted, result.updated, result.deleted) == (7, 1, 1, 1)
@@ -186,33 +185,9 @@ def test_merge_latest_precombine_wins_with_out_of_order_and_duplicate_keys(engin
 
 def test_merge_older_delete_is_ignored_and_replay_is_skipped(engine, tmp_path):
     uri = str(tmp_path / "orders")
-    engine.merge(
-        uri,
-        orders([(1, "new", 10, False)]),
-        keys=["order_id"],
-        precombine="order_ts",
-        delete_column="deleted",
-        app_id="cdc",
-        batch_id=0,
-    )
-    engine.merge(
-        uri,
-        orders([(1, "x", 5, True)]),
-        keys=["order_id"],
-        precombine="order_ts",
-        delete_column="deleted",
-        app_id="cdc",
-        batch_id=1,
-    )
-    again = engine.merge(
-        uri,
-        orders([(1, "new", 99, False)]),
-        keys=["order_id"],
-        precombine="order_ts",
-        delete_column="deleted",
-        app_id="cdc",
-        batch_id=1,
-    )
+    merge_orders(engine, uri, [(1, "new", 10, False)], app_id="cdc", batch_id=0)
+    merge_orders(engine, uri, [(1, "x", 5, True)], app_id="cdc", batch_id=1)
+    again = merge_orders(engine, uri, [(1, "new", 99, False)], app_id="cdc", batch_id=1)
     assert again.committed is False
     assert table_rows(engine, uri) == [(1, "new", 10)]
     assert [(c.app_id, c.batch_id) for c in engine.commits(uri)][-1] == ("cdc", 1)
@@ -265,20 +240,8 @@ def test_time_travel_by_version_and_timestamp(engine, tmp_path):
 def test_change_data_feed(engine, tmp_path):
     uri = str(tmp_path / "orders")
     engine.create_table(uri, ORDERS.remove(3), change_data_feed=True)
-    engine.merge(
-        uri,
-        orders([(1, "new", 10, False), (2, "new", 10, False)]),
-        keys=["order_id"],
-        precombine="order_ts",
-        delete_column="deleted",
-    )
-    engine.merge(
-        uri,
-        orders([(1, "paid", 20, False), (2, "gone", 30, True)]),
-        keys=["order_id"],
-        precombine="order_ts",
-        delete_column="deleted",
-    )
+    merge_orders(engine, uri, [(1, "new", 10, False), (2, "new", 10, False)])
+    merge_orders(engine, uri, [(1, "paid", 20, False), (2, "gone", 30, True)])
     changes = engine.read_changes(uri, starting_version=1)
     got = sorted(
         (r["_commit_version"], r["_change_type"], r["order_id"], r["status"]) for r in changes.to_pylist()

@@ -90,10 +90,17 @@ def test_crash_between_delta_commit_and_checkpoint_commit_changes_nothing(spark,
 def test_replayed_batch_is_skipped_without_reading_it(spark, tmp_path):
     table = str(tmp_path / "table")
     df = spark.createDataFrame([(1, "a", 1.0)], SCHEMA)
-    writer = foreach_batch_writer(table, app_id="q-replay")
+    prepared: list[int] = []  # prepare runs just before the batch is read (toArrow), so it counts reads
+
+    def prepare(frame, batch_id):
+        prepared.append(batch_id)
+        return frame
+
+    writer = foreach_batch_writer(table, app_id="q-replay", prepare=prepare)
     writer(df, 0)
     writer(df, 0)
     writer(df, 0)
+    assert prepared == [0]
     engine = DeltaRsEngine()
     assert engine.version(table) == 0
     assert engine.read(table).num_rows == 1
