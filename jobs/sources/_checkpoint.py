@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from jobs.sources._client import client_error_code
+
 METRICS_DIR = "sources/kinesis/metrics"
 
 
@@ -43,6 +45,18 @@ class _Store:
             return (self._root / rel).read_text(encoding="utf-8")
         body = self._client_factory().get_object(Bucket=self._bucket, Key=self._key(rel))["Body"]
         return body.read().decode("utf-8")
+
+    def read_if_exists(self, rel: str) -> str | None:
+        # One GET instead of listing the folder: the metrics folder grows by a file per batch.
+        if not self._s3:
+            path = self._root / rel
+            return path.read_text(encoding="utf-8") if path.is_file() else None
+        try:
+            return self.read(rel)
+        except Exception as error:
+            if client_error_code(error) in ("NoSuchKey", "404"):
+                return None
+            raise
 
     def write(self, rel: str, text: str) -> None:
         if not self._s3:
@@ -81,24 +95,31 @@ def last_logged_offset(
 def write_metrics(
     checkpoint: str, batch_id: int, metrics: dict[str, Any], s3_client: Callable[[], Any]
 ) -> None:
-    _Store(checkpoint, s3_client).write(f"{METRICS_DIR}/batch-{batch_id:010d}.json", json.dumps(metrics))
+    _Store(checkpoint, s3_client).write(_metrics_file(batch_id), json.dumps(metrics))
 
 
 def read_metrics(
     checkpoint: str, s3_client: Callable[[], Any], *, batch_id: int | None = None
 ) -> list[dict[str, Any]]:
     store = _Store(checkpoint, s3_client)
-    names = [n for n in store.list(METRICS_DIR) if n.startswith("batch-") and n.endswith(".json")]
     if batch_id is not None:
-        names = [n for n in names if n == f"batch-{batch_id:010d}.json"]
+        # Called once per batch by the ingest job: read the one file, never list them all.
+        text = store.read_if_exists(_metrics_file(batch_id))
+        return [] if text is None else [json.loads(text)]
+    names = [n for n in store.list(METRICS_DIR) if n.startswith("batch-") and n.endswith(".json")]
     return [json.loads(store.read(f"{METRICS_DIR}/{n}")) for n in names]
+
+
+def _metrics_file(batch_id: int) -> str:
+    return f"{METRICS_DIR}/batch-{batch_id:010d}.json"
 
 
 def pinned_start(checkpoint: str, start: str, s3_client: Callable[[], Any]) -> str:
     """The start spec recorded for this checkpoint; records ``start`` there on first use."""
     store = _Store(checkpoint, s3_client)
     rel = "sources/kinesis/start.json"
-    if rel.split("/")[-1] in store.list("sources/kinesis"):
-        return json.loads(store.read(rel))["start"]
+    pinned = store.read_if_exists(rel)
+    if pinned is not None:
+        return json.loads(pinned)["start"]
     store.write(rel, json.dumps({"start": start}))
     return start

@@ -8,7 +8,7 @@ import importlib.util
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from jobs.sources.errors import KinesisReadError, SourceSettingsError, StreamAccessError, StreamNotFoundError
@@ -116,7 +116,12 @@ class CallStats:
     throttled: int = 0
     retries: int = 0
     iterator_refreshes: int = 0
-    extra: dict[str, int] = field(default_factory=dict)
+
+    def add(self, other: CallStats) -> None:
+        self.calls += other.calls
+        self.throttled += other.throttled
+        self.retries += other.retries
+        self.iterator_refreshes += other.iterator_refreshes
 
 
 @dataclass(frozen=True)

@@ -210,6 +210,21 @@ def _to_arrow(shard_id: str, read: ShardRead) -> pa.RecordBatch:
     )
 
 
+def _unread_state() -> dict[str, Any]:
+    # A shard the offset has not seen yet (born after the query started) holds only new data.
+    return {"seq": None, "from": "TRIM_HORIZON", "done": False, "ts": None}
+
+
+def _eligible(listed: dict[str, ShardInfo], shards: dict[str, dict[str, Any]]) -> list[ShardInfo]:
+    """Listed shards not read to their end whose listed parents all are: a child waits for its parents."""
+    return [
+        info
+        for shard_id, info in listed.items()
+        if not shards[shard_id]["done"]
+        and all(p not in listed or shards.get(p, {}).get("done") for p in info.parents)
+    ]
+
+
 def _start_key(shard_id: str, state: dict[str, Any]) -> str:
     return json.dumps([shard_id, state.get("seq"), state.get("from"), state.get("done")])
 
@@ -222,11 +237,7 @@ def _after(state: dict[str, Any], read: ShardRead) -> dict[str, Any]:
 
 def _merge(first: ShardRead, more: ShardRead) -> ShardRead:
     inline = first.inline and more.inline
-    stats = first.stats
-    stats.calls += more.stats.calls
-    stats.throttled += more.stats.throttled
-    stats.retries += more.stats.retries
-    stats.iterator_refreshes += more.stats.iterator_refreshes
+    first.stats.add(more.stats)
     return ShardRead(
         data=first.data + more.data if inline else [],
         partition_keys=first.partition_keys + more.partition_keys if inline else [],
@@ -238,7 +249,7 @@ def _merge(first: ShardRead, more: ShardRead) -> ShardRead:
         finished=more.finished,
         millis_behind_latest=more.millis_behind_latest,
         lost=more.lost,
-        stats=stats,
+        stats=first.stats,
         inline=inline,
     )
 
@@ -259,6 +270,7 @@ class KinesisStreamReader(DataSourceStreamReader):
         self._settings = settings
         self._lock = threading.RLock()
         self._client: Any = None
+        self._s3_client: Any = None
         self._position: dict[str, Any] | None = None
         self._next_batch = 0
         self._prefetch: dict[tuple[str, str | None, str], bytes] = {}
@@ -282,8 +294,11 @@ class KinesisStreamReader(DataSourceStreamReader):
         return self._client
 
     def _s3(self) -> Any:
-        s = self._settings
-        return make_client("s3", region=s.region, endpoint_url=s.endpoint_url)
+        # Built once: a fresh botocore session per metrics write would load the S3 model every batch.
+        if self._s3_client is None:
+            s = self._settings
+            self._s3_client = make_client("s3", region=s.region, endpoint_url=s.endpoint_url)
+        return self._s3_client
 
     def _shard_reader(self, *, retention_ms: int = 24 * 3600 * 1000) -> ShardReader:
         s = self._settings
@@ -373,18 +388,8 @@ class KinesisStreamReader(DataSourceStreamReader):
                     )
                 log.warning("kinesis source: %s", gap)
                 lost.append(gap)
-        new: dict[str, dict[str, Any]] = {}
-        for shard_id in sorted(listed):
-            # Shards born after the query started hold only new data: read them from their beginning.
-            new[shard_id] = dict(
-                old.get(shard_id) or {"seq": None, "from": "TRIM_HORIZON", "done": False, "ts": None}
-            )
-        eligible = [
-            info
-            for shard_id, info in listed.items()
-            if not new[shard_id]["done"]
-            and all(p not in listed or (old.get(p) or {}).get("done") for p in info.parents)
-        ]
+        new = {shard_id: dict(old.get(shard_id) or _unread_state()) for shard_id in sorted(listed)}
+        eligible = _eligible(listed, new)
         reader = self._shard_reader(retention_ms=retention_ms)
         pool = self._executor()
         futures = {
@@ -461,12 +466,7 @@ class KinesisStreamReader(DataSourceStreamReader):
         The read-ahead starts at the end just planned; the next plan uses it only when its start matches.
         """
         pool = self._executor()
-        ready = [
-            info
-            for shard_id, info in listed.items()
-            if not shards[shard_id]["done"]
-            and all(p not in listed or shards.get(p, {}).get("done") for p in info.parents)
-        ]
+        ready = _eligible(listed, shards)
         for info in ready:
             state = shards[info.shard_id]
             key = _start_key(info.shard_id, state)
@@ -512,12 +512,7 @@ class KinesisStreamReader(DataSourceStreamReader):
             ranges: list[ShardRange] = []
             before = start.get("shards", {})
             for shard_id, state in end["shards"].items():
-                first = before.get(shard_id) or {
-                    "seq": None,
-                    "from": "TRIM_HORIZON",
-                    "done": False,
-                    "ts": None,
-                }
+                first = before.get(shard_id) or _unread_state()
                 if state["seq"] is None or state["seq"] == first["seq"]:
                     continue
                 arrow = self._prefetch.pop((shard_id, first["seq"], state["seq"]), None)

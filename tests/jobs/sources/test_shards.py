@@ -16,7 +16,7 @@ from jobs.sources import (
     StreamNotFoundError,
     parse_starting_position,
 )
-from jobs.sources._checkpoint import last_logged_offset, pinned_start
+from jobs.sources._checkpoint import last_logged_offset, pinned_start, read_metrics, write_metrics
 from jobs.sources._client import RetryPolicy, explain_access_error
 from jobs.sources._shards import ShardReader
 
@@ -236,6 +236,17 @@ def test_offset_log_and_pinned_start_on_s3(moto_endpoint, unique_name):
     assert last_logged_offset(checkpoint, "other", lambda: s3) == (0, {"stream": "other", "shards": {}})
     assert pinned_start(checkpoint, "AT_TIMESTAMP:1", lambda: s3) == "AT_TIMESTAMP:1"
     assert pinned_start(checkpoint, "AT_TIMESTAMP:2", lambda: s3) == "AT_TIMESTAMP:1"
+
+
+def test_metrics_of_one_batch_on_s3(moto_endpoint, unique_name):
+    s3 = boto3.client("s3", region_name="us-east-1", endpoint_url=moto_endpoint)
+    s3.create_bucket(Bucket=unique_name)
+    checkpoint = f"s3://{unique_name}/checkpoints/ingest"
+    write_metrics(checkpoint, 3, {"batch_id": 3, "records": 5}, lambda: s3)
+    write_metrics(checkpoint, 4, {"batch_id": 4, "records": 7}, lambda: s3)
+    assert read_metrics(checkpoint, lambda: s3, batch_id=3) == [{"batch_id": 3, "records": 5}]
+    assert read_metrics(checkpoint, lambda: s3, batch_id=9) == []
+    assert [m["records"] for m in read_metrics(checkpoint, lambda: s3)] == [5, 7]
 
 
 def test_prefetched_ranges_share_tasks_and_reread_ranges_get_their_own():
