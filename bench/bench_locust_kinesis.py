@@ -4,7 +4,7 @@
     .venv/bin/python bench/bench_locust_kinesis.py --full     # bigger runs, more repetitions
 
 Both sides send sales events from the same generator with the same batch size to the same emulator
-(the project's moto server from infra.local, started here on 127.0.0.1), one sequential producer each
+(the project's moto server from lakestack.emulator, started here on 127.0.0.1), one sequential producer each
 (Locust: 1 user), a fresh stream per run, alternating which side goes first. The Locust side is a real headless Locust process;
 its records/s is Locust's own statistic for the `record` entries (what a user sees). Target: ratio >= 0.8.
 """
@@ -25,7 +25,7 @@ import boto3
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from infra.local import free_port, start_server
+from lakestack.emulator import free_port, start_server
 from loadtest.clients.kinesis import KinesisProducer
 from loadtest.generators import make_generator
 from loadtest.runner import locust_command

@@ -3,10 +3,10 @@
 The wheel holds the ``jobs`` package only (the cluster needs nothing else from the repository) and is written
 here directly, as a zip with its metadata: no build backend, no network, the same bytes for the same files.
 
-The environment is the project's runtime dependencies installed for the cluster's Python (3.11) and CPU
+The environment is the project's base dependencies installed for the cluster's Python (3.11) and CPU
 architecture with ``pip install --target --platform ... --only-binary=:all:``, packed as a tarball that
 spark-submit ships with ``--archives``: YARN unpacks it next to the driver and every executor, so a new
-job version needs no bootstrap action and no new cluster. pyspark is left out: the cluster provides Spark.
+job version needs no bootstrap action and no new cluster. Spark is not in the base list: the cluster has it.
 
 The content hash covers the job sources (``jobs/``), the dependency list, the target and the launcher, and is
 computed before anything is built, so an unchanged version is never rebuilt or re-uploaded. Changing job code
@@ -19,7 +19,6 @@ import base64
 import hashlib
 import io
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -36,10 +35,6 @@ from infra.errors import ArtifactError
 from infra.sizing import Architecture
 
 CLUSTER_PYTHON = "3.11"
-# Spark and the tools that only run on the user's machine stay out of the cluster environment.
-NOT_ON_CLUSTER = frozenset(
-    {"pyspark", "moto", "locust", "pulumi", "pulumi-aws", "pulumi-azure-native", "delta-spark"}
-)
 LAUNCHER_NAME = "run_job.py"
 ENVIRONMENT_NAME = "environment.tar.gz"
 LAUNCHER = '''"""spark-submit entry: `run_job.py <job> [flags]` runs `python -m jobs <job> [flags]` from the packed environment."""
@@ -72,14 +67,8 @@ class JobArtifacts:
 
 
 def cluster_requirements(pyproject: Path) -> tuple[str, ...]:
-    """The project's dependencies minus those the cluster provides or never needs."""
-    deps = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
-    kept = []
-    for dep in deps:
-        name = re.split(r"[<>=!~;\[ ]", dep, maxsplit=1)[0].strip().lower()
-        if name not in NOT_ON_CLUSTER:
-            kept.append(dep)
-    return tuple(sorted(kept))
+    """The project's base dependencies: what the jobs need on a cluster (extras are for this machine)."""
+    return tuple(sorted(tomllib.loads(pyproject.read_text())["project"]["dependencies"]))
 
 
 def _source_files(root: Path) -> Iterable[Path]:

@@ -29,29 +29,3 @@ class NotBuiltError(InfraError):
 
 class ArtifactError(InfraError):
     """Building or packing the job artifacts failed."""
-
-
-class PulumiCliMissingError(InfraError):
-    """The ``pulumi`` CLI, needed by the Automation API, is not on PATH.
-
-    Attributes:
-        exit_code: the process exit status the command line uses for this error (2).
-    """
-
-    exit_code = 2
-
-    def __init__(self, command: str) -> None:
-        super().__init__(
-            f"`lakestack {command}` drives Pulumi through its Automation API, which needs the `pulumi` CLI; "
-            "it was not found on PATH. Install it with `curl -fsSL https://get.pulumi.com | sh` "
-            "(Linux/macOS) or `brew install pulumi/tap/pulumi`, open a new shell, and run the command again. "
-            "`lakestack plan` works without it."
-        )
-
-
-class EmulatorError(InfraError):
-    """The embedded emulator could not be started, reached or provisioned."""
-
-
-class UserError(InfraError):
-    """A mistake or missing prerequisite on the user's side (e.g. no Java): one line, exit status 2."""

@@ -6,7 +6,7 @@ Only light modules are re-exported here: importing Locust monkey-patches the sta
 
 from __future__ import annotations
 
-from loadtest.errors import LoadTestError, OptionError, RecordTooLargeError, StreamNotFoundError, TargetError
+from loadtest.errors import LoadTestError, OptionError, RecordTooLargeError, StreamNotFoundError
 from loadtest.events import Event
 from loadtest.generators import SCENARIOS, make_generator
 from loadtest.ledger import LedgerEntry, read_ledger
@@ -20,7 +20,6 @@ __all__ = [
     "OptionError",
     "RecordTooLargeError",
     "StreamNotFoundError",
-    "TargetError",
     "locust_command",
     "make_generator",
     "read_ledger",

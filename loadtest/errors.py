@@ -17,7 +17,3 @@ class RecordTooLargeError(LoadTestError, ValueError):
 
 class StreamNotFoundError(LoadTestError):
     """The target stream does not exist at the endpoint the load test was pointed at."""
-
-
-class TargetError(LoadTestError):
-    """`lakestack load` could not find where to send (emulator not running, stack outputs missing)."""

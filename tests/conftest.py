@@ -14,6 +14,16 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.pop("AWS_PROFILE", None)
 
 
+# Tests that start Spark or the emulator process take seconds each: `make test-fast` leaves them out.
+_SLOW_FIXTURES = frozenset({"spark", "moto_endpoint"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def spark():
     from jobs.session import build_session
@@ -30,7 +40,7 @@ def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     It runs in its own process: delta-rs holds the GIL while it waits on S3, so an in-process server thread
     would stall every lake write. Tests keep apart by naming their own streams and buckets (``unique_name``).
     """
-    from infra.local import free_port, start_server
+    from lakestack.emulator import free_port, start_server
 
     port = free_port()
     process = start_server(port, log_path=tmp_path_factory.mktemp("moto") / "moto.log")

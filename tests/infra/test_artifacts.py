@@ -32,7 +32,7 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
-def test_cluster_requirements_leave_out_spark_and_local_tools():
+def test_cluster_requirements_are_the_base_dependencies_only():
     assert cluster_requirements(PROJECT_DIR / "pyproject.toml") == (
         "boto3>=1.35,<2",
         "deltalake>=1.1,<2",

@@ -8,7 +8,7 @@ import subprocess
 import boto3
 import pytest
 
-from infra.local import free_port
+from lakestack.emulator import free_port
 from loadtest.ledger import read_ledger
 from loadtest.runner import distributed_extra, locust_command, worker_command
 

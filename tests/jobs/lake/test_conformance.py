@@ -31,7 +31,8 @@ def events(ids: list[int], name: str = "x") -> pa.Table:
     )
 
 
-@pytest.fixture(params=["delta-rs", "jvm"])
+# The JVM engine needs a SparkSession even to find out that its classes are absent.
+@pytest.fixture(params=["delta-rs", pytest.param("jvm", marks=pytest.mark.slow)])
 def engine(request) -> LakeEngine:
     if request.param == "delta-rs":
         return DeltaRsEngine()

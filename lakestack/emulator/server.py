@@ -1,6 +1,6 @@
 """Entry point of the embedded emulator process: moto's server, with its Kinesis shard writes made safe.
 
-`python -m infra._moto -H 127.0.0.1 -p PORT` takes the same flags as `moto_server`.
+`python -m lakestack.emulator.server -H 127.0.0.1 -p PORT` takes the same flags as `moto_server`.
 """
 
 from __future__ import annotations

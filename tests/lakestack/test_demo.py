@@ -7,15 +7,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_demo_json_reports_every_event_landed_once(tmp_path):
     result = subprocess.run(
         [
             sys.executable,
             "-m",
-            "infra.cli",
+            "lakestack",
             "demo",
             "--events",
             "300",

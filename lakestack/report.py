@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loadtest.reconcile import Reconciliation
+from lakestack.reconcile import Reconciliation
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:

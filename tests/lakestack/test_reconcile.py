@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import json
 
-from loadtest.reconcile import reconcile
-from loadtest.report import RunReport, percentile
+from lakestack.reconcile import reconcile
+from lakestack.report import RunReport, percentile
 
 
 def test_clean_run_reconciles_to_zero():

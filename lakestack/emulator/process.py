@@ -1,5 +1,5 @@
-"""The embedded target: a moto server (Kinesis + S3 emulator) on 127.0.0.1, with the local stack's stream
-and buckets created in it. Backs `lakestack local up | status | down` and the demo."""
+"""The embedded emulator as a process: a moto server on 127.0.0.1 with the local stack's stream and buckets,
+its state file, and `up` / `down` for `lakestack local`. The demo starts one of its own with :class:`Emulator`."""
 
 from __future__ import annotations
 
@@ -12,21 +12,16 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from infra.config import BRONZE_TABLE, StackSettings, load_stack_settings
-from infra.errors import EmulatorError
+from lakestack.emulator.provision import EMULATOR_CREDENTIALS, provision
+from lakestack.errors import EmulatorError
 
 DEFAULT_PORT = 4566
 DEFAULT_STATE_DIR = Path(".lakestack") / "local"
-# Emulator-only credentials: moto accepts anything, and fixed dummy values keep real keys out of the emulator.
-EMULATOR_CREDENTIALS: Mapping[str, str] = {
-    "AWS_ACCESS_KEY_ID": "lakestack-local",
-    "AWS_SECRET_ACCESS_KEY": "lakestack-local",
-}
 _READY_TIMEOUT_S = 30.0
 
 
@@ -118,7 +113,7 @@ def start_server(port: int, *, log_path: Path) -> subprocess.Popen[bytes]:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log_file:
         process = subprocess.Popen(
-            [sys.executable, "-m", "infra._moto", "-H", "127.0.0.1", "-p", str(port)],
+            [sys.executable, "-m", "lakestack.emulator.server", "-H", "127.0.0.1", "-p", str(port)],
             stdout=log_file,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -126,51 +121,6 @@ def start_server(port: int, *, log_path: Path) -> subprocess.Popen[bytes]:
         )
     _wait_ready(f"http://127.0.0.1:{port}", process, log_path)
     return process
-
-
-def _client(service: str, endpoint_url: str, region: str):  # noqa: ANN202 - boto3 clients are untyped
-    import boto3
-
-    return boto3.client(
-        service,
-        endpoint_url=endpoint_url,
-        region_name=region,
-        aws_access_key_id=EMULATOR_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=EMULATOR_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-    )
-
-
-def provision(endpoint_url: str, stack: StackSettings) -> None:
-    """Create the on-demand stream and the encrypted, private buckets of a stack (idempotent)."""
-    kinesis = _client("kinesis", endpoint_url, stack.region)
-    existing = kinesis.list_streams().get("StreamNames", [])
-    if stack.stream_name not in existing:
-        kinesis.create_stream(StreamName=stack.stream_name, StreamModeDetails={"StreamMode": "ON_DEMAND"})
-    kinesis.get_waiter("stream_exists").wait(
-        StreamName=stack.stream_name, WaiterConfig={"Delay": 0.2, "MaxAttempts": 50}
-    )
-    s3 = _client("s3", endpoint_url, stack.region)
-    have = {bucket["Name"] for bucket in s3.list_buckets().get("Buckets", [])}
-    for bucket in stack.bucket_names.values():
-        if bucket in have:
-            continue
-        s3.create_bucket(Bucket=bucket)
-        # Same defaults as the cloud stacks, so local runs exercise the same request shapes.
-        s3.put_public_access_block(
-            Bucket=bucket,
-            PublicAccessBlockConfiguration={
-                "BlockPublicAcls": True,
-                "IgnorePublicAcls": True,
-                "BlockPublicPolicy": True,
-                "RestrictPublicBuckets": True,
-            },
-        )
-        s3.put_bucket_encryption(
-            Bucket=bucket,
-            ServerSideEncryptionConfiguration={
-                "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
-            },
-        )
 
 
 class Emulator:

@@ -5,9 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from infra import automation, stack_cli
-from infra.cli import main as run_cli
 from infra.errors import ConfigError
+from lakestack import stacks as automation
+from lakestack.cli import main as run_cli
+from lakestack.commands import stacks as stack_cli
 
 
 def test_plan_json_for_the_dev_stack(capsys):

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from infra import automation
 from infra.config import load_stack_settings
 from infra.pricing import estimate_hourly_cost
+from lakestack import stacks as automation
 
 
 def plan_summary(stack: str, *, project_dir: Path | None = None) -> dict[str, Any]:
@@ -104,7 +104,7 @@ def _outputs(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``plan``, ``up``, ``down`` and ``outputs`` to the ``lakestack`` command.
 
-    Their errors (bad config, no Pulumi CLI, a failed update) are reported by :func:`infra.cli.main`.
+    Their errors (bad config, no Pulumi CLI, a failed update) are reported by :func:`lakestack.cli.main`.
     """
 
     def stack_option(parser: argparse.ArgumentParser) -> None:

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from infra.local import free_port
-from loadtest.errors import TargetError
+from lakestack.emulator import free_port
+from lakestack.errors import TargetError
 from loadtest.generators import SCENARIOS
 from loadtest.runner import SHAPEFILE, distributed_extra, locust_command, worker_command
 from loadtest.shapes import SHAPES
@@ -90,7 +90,7 @@ def resolve_target(target: str, *, state_dir: str | None = None) -> Target:
         TargetError: the emulator is not running, or the stack outputs lack the stream or region.
     """
     if target == "local":
-        from infra.local import read_state
+        from lakestack.emulator import read_state
 
         state = read_state() if state_dir is None else read_state(Path(state_dir))
         if state is None:
@@ -100,7 +100,7 @@ def resolve_target(target: str, *, state_dir: str | None = None) -> Target:
         # The emulator's own (dummy) credentials and endpoint, so Locust needs nothing from the shell.
         environment = state.environment() if hasattr(state, "environment") else {}
         return Target(state.stream_name, state.region, state.endpoint_url, dict(environment))
-    from infra.automation import stack_outputs
+    from lakestack.stacks import stack_outputs
 
     outputs = stack_outputs(target, command=f"load --target {target}")
     missing = [key for key in ("stream_name", "region") if not outputs.get(key)]

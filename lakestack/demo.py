@@ -19,9 +19,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from infra import local
-from loadtest.reconcile import reconcile
-from loadtest.report import RunReport
+from lakestack import emulator as local
+from lakestack.reconcile import reconcile
+from lakestack.report import RunReport
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery

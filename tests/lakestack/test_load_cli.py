@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-import loadtest.cli as cli
-from loadtest.errors import TargetError
+import lakestack.commands.load as cli
+from lakestack.errors import TargetError
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -19,7 +19,7 @@ def parse(*argv: str) -> argparse.Namespace:
 
 @pytest.fixture
 def emulator(monkeypatch):
-    import infra.local
+    import lakestack.emulator
 
     state = SimpleNamespace(
         endpoint_url="http://127.0.0.1:4566",
@@ -27,13 +27,13 @@ def emulator(monkeypatch):
         stream_name="lakestack-local",
         environment=lambda: {"AWS_ACCESS_KEY_ID": "emulator", "AWS_SECRET_ACCESS_KEY": "emulator"},
     )
-    monkeypatch.setattr(infra.local, "read_state", lambda *a, **k: state)
+    monkeypatch.setattr(lakestack.emulator, "read_state", lambda *a, **k: state)
     return state
 
 
 @pytest.fixture
 def outputs(monkeypatch):
-    module = types.ModuleType("infra.automation")
+    module = types.ModuleType("lakestack.stacks")
     seen: list[str] = []
     values: dict = {"stream_name": "prod-events", "region": "eu-west-1", "bucket": "b"}
 
@@ -42,7 +42,7 @@ def outputs(monkeypatch):
         return values
 
     module.stack_outputs = stack_outputs
-    monkeypatch.setitem(sys.modules, "infra.automation", module)
+    monkeypatch.setitem(sys.modules, "lakestack.stacks", module)
     return seen, values
 
 
@@ -56,9 +56,9 @@ def test_local_target_reads_the_emulator_state(emulator):
 
 
 def test_local_target_without_emulator_says_how_to_start_it(monkeypatch):
-    import infra.local
+    import lakestack.emulator
 
-    monkeypatch.setattr(infra.local, "read_state", lambda *a, **k: None)
+    monkeypatch.setattr(lakestack.emulator, "read_state", lambda *a, **k: None)
     with pytest.raises(TargetError, match=r"found none. Start it with `lakestack local up`"):
         cli.resolve_target("local")
 

@@ -1,7 +1,7 @@
 """`pulumi up / destroy / stack output` for a stack through Pulumi's Automation API.
 
 The Automation API drives the ``pulumi`` CLI, which is not on every machine: every entry point checks for it
-first and raises :class:`~infra.errors.PulumiCliMissingError` (exit status 2, install instructions).
+first and raises :class:`~lakestack.errors.PulumiCliMissingError` (exit status 2, install instructions).
 The stack configuration is validated before the CLI is touched, so a bad value fails fast everywhere.
 """
 
@@ -13,11 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.config import PROJECT_DIR, load_stack_settings
-from infra.errors import InfraError, PulumiCliMissingError
-
-
-class PulumiRunError(InfraError):
-    """The Pulumi CLI ran and reported a failure (its message is kept)."""
+from lakestack.errors import PulumiCliMissingError, PulumiRunError
 
 
 def require_cli(command: str) -> str:

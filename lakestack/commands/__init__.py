@@ -1,0 +1,1 @@
+"""The `lakestack` subcommands, one module each; every module has ``register(subparsers)``."""

@@ -1,0 +1,28 @@
+"""`lakestack ingest`: the ingest job run here, the same as `python -m jobs ingest`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from lakestack.prerequisites import check_java
+
+
+def _run(args: argparse.Namespace) -> int:
+    check_java(os.environ)
+    from jobs import ingest
+
+    return ingest.run(ingest.settings_from_args(args))
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``ingest`` to the ``lakestack`` command line (the job's own flags)."""
+    from jobs import ingest
+
+    parser = subparsers.add_parser(
+        "ingest",
+        help="run the ingest job (Kinesis -> bronze Delta table) here; same as `python -m jobs ingest`",
+        description="Read a Kinesis stream and append every record exactly once to a bronze Delta table.",
+    )
+    ingest.add_arguments(parser)
+    parser.set_defaults(handler=_run)

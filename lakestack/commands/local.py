@@ -1,0 +1,76 @@
+"""`lakestack local up | status | down`: the embedded emulator with the local stack's stream and buckets."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from lakestack import emulator
+
+
+def _print_env(state: emulator.EmulatorState) -> None:
+    print("# emulator-only credentials; paste into your shell to point AWS tools at the emulator:")
+    for key, value in state.environment().items():
+        print(f"export {key}={value}")
+
+
+def _up(args: argparse.Namespace) -> int:
+    state = emulator.up(port=args.port, state_dir=Path(args.state_dir))
+    print(f"emulator up: {state.endpoint_url} (pid {state.pid}, log {state.log_path})")
+    print(f"  stream  {state.stream_name} (on-demand, region {state.region})")
+    for role, bucket in state.buckets.items():
+        print(f"  bucket  s3://{bucket} ({role})")
+    if state.port != emulator.DEFAULT_PORT:
+        print(
+            f"note: Pulumi.local.yaml points its providers at port {emulator.DEFAULT_PORT}; edit it to use {state.port}."
+        )
+    _print_env(state)
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    state = emulator.read_state(Path(args.state_dir))
+    if state is None:
+        print("emulator: not running (start it with `lakestack local up`)")
+        return 1
+    if args.json:
+        print(json.dumps({**state.__dict__, "table_uri": state.table_uri}))
+        return 0
+    print(f"emulator: running at {state.endpoint_url} (pid {state.pid}, since {state.started_at})")
+    print(f"  stream  {state.stream_name}; buckets: {', '.join(state.buckets.values())}")
+    _print_env(state)
+    return 0
+
+
+def _down(args: argparse.Namespace) -> int:
+    state = emulator.down(Path(args.state_dir))
+    print(
+        "emulator: nothing was running" if state is None else f"emulator stopped (was {state.endpoint_url})"
+    )
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``local up|status|down`` to the ``lakestack`` command line."""
+    parser = subparsers.add_parser(
+        "local",
+        help="embedded emulator (moto server: Kinesis + S3 on 127.0.0.1)",
+        description="Start, inspect or stop the embedded AWS emulator with the local stack's stream and buckets.",
+    )
+    parser.add_argument(
+        "--state-dir",
+        default=str(emulator.DEFAULT_STATE_DIR),
+        help="where the emulator's state file and log live (default: %(default)s)",
+    )
+    actions = parser.add_subparsers(dest="action", metavar="{up,status,down}", required=True)
+    up = actions.add_parser("up", help="start the emulator and create the local stack's stream and buckets")
+    up.add_argument(
+        "--port", type=int, default=emulator.DEFAULT_PORT, help="port on 127.0.0.1 (default: %(default)s)"
+    )
+    up.set_defaults(handler=_up)
+    status = actions.add_parser("status", help="say whether the emulator runs, and where")
+    status.add_argument("--json", action="store_true", help="print the state as one JSON object")
+    status.set_defaults(handler=_status)
+    down = actions.add_parser("down", help="stop the emulator (its data is gone with it)")
+    down.set_defaults(handler=_down)
