@@ -47,10 +47,10 @@ demo: java $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	@true
+	$(BIN)/mypy
 
 typecheck: $(STAMP)
-	@true
+	$(BIN)/mypy
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix .
