@@ -47,7 +47,6 @@ demo: java $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
