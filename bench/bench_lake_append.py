@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jobs.lake import foreach_batch_writer
+from jobs.lake import DeltaRsEngine, foreach_batch_writer
 from jobs.session import build_session
 
 TARGET = 0.8
@@ -49,7 +49,9 @@ def main() -> int:
         root = Path(scratch)
 
         def lake_run(rep: int) -> float:
-            writer = foreach_batch_writer(str(root / f"delta-{rep}"), app_id=f"bench-{rep}")
+            writer = foreach_batch_writer(
+                DeltaRsEngine().table(str(root / f"delta-{rep}")), app_id=f"bench-{rep}"
+            )
             started = time.perf_counter()
             for batch_id in range(args.batches):
                 writer(batch, batch_id)
@@ -63,7 +65,7 @@ def main() -> int:
             return time.perf_counter() - started
 
         # Warm-up: JIT, Python workers, Arrow and delta-rs initialisation are not what we measure.
-        foreach_batch_writer(str(root / "warm-delta"), app_id="warm")(batch, 0)
+        foreach_batch_writer(DeltaRsEngine().table(str(root / "warm-delta")), app_id="warm")(batch, 0)
         batch.write.mode("append").parquet(str(root / "warm-parquet"))
 
         lake_times, parquet_times = [], []

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from lakestack.emulator import free_port, start_server
 from loadtest.clients.kinesis import KinesisProducer
 from loadtest.generators import make_generator
-from loadtest.runner import locust_command
+from loadtest.runner import LocustRun
 
 TARGET_RATIO = 0.8
 
@@ -61,7 +61,7 @@ def run_boto3(client, stream: str, events: int, batch_size: int) -> float:
 def run_locust(endpoint: str, stream: str, events: int, batch_size: int, users: int, workdir: Path) -> float:
     """Records/s as Locust reports it for the `record` entries of a headless run of `events` events."""
     prefix = workdir / f"{stream}"
-    argv = locust_command(
+    argv = LocustRun(
         stream=stream,
         region="us-east-1",
         endpoint_url=endpoint,
@@ -73,7 +73,7 @@ def run_locust(endpoint: str, stream: str, events: int, batch_size: int, users: 
         batch_size=batch_size,
         csv_prefix=str(prefix),
         extra=["--only-summary", "--loglevel", "WARNING"],
-    )
+    ).argv()
     done = subprocess.run(argv, capture_output=True, text=True, timeout=400)
     if done.returncode != 0:
         raise SystemExit(f"locust exited {done.returncode}:\n{done.stderr[-3000:]}")

@@ -18,7 +18,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from jobs.errors import SettingsError
+from jobs._options import parse_bool
+from jobs.errors import JobError, SettingsError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -86,12 +87,10 @@ class IngestSettings:
 
 
 def _bool_flag(value: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered in {"true", "yes", "1"}:
-        return True
-    if lowered in {"false", "no", "0"}:
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, found {value!r}")
+    try:
+        return parse_bool(value, name="flag")
+    except SettingsError as error:
+        raise argparse.ArgumentTypeError(f"expected true or false, found {value!r}") from error
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -162,6 +161,8 @@ def _query_app_id(spark: SparkSession, checkpoint: str) -> str:
     # `metadata` file and is regenerated when the checkpoint is deleted, so a fresh query (batch ids from 0
     # again) never has its batches mistaken for ones an earlier query already committed.
     row = spark.read.text(f"{checkpoint.rstrip('/')}/metadata").first()
+    if row is None:
+        raise JobError(f"expected Spark's query metadata in {checkpoint}/metadata, found an empty file.")
     return f"lakestack-ingest-{json.loads(row[0])['id']}"
 
 
@@ -195,7 +196,7 @@ def _log_source_metrics(settings: IngestSettings, batch_id: int) -> None:
 
 def make_batch_writer(spark: SparkSession, settings: IngestSettings) -> Callable[[DataFrame, int], None]:
     """Return the idempotent foreachBatch function that appends each micro-batch to the bronze table."""
-    from jobs.lake import foreach_batch_writer, storage_options_for
+    from jobs.lake import DeltaRsEngine, foreach_batch_writer, storage_options_for
 
     # The endpoint and region say where the stream is; they describe the table only when it is on S3 too.
     if urlparse(settings.table).scheme in ("s3", "s3a"):
@@ -210,9 +211,8 @@ def make_batch_writer(spark: SparkSession, settings: IngestSettings) -> Callable
         nonlocal writer
         if writer is None:
             writer = foreach_batch_writer(
-                settings.table,
+                DeltaRsEngine().table(settings.table, storage_options=options),
                 app_id=_query_app_id(spark, settings.checkpoint),
-                storage_options=options,
                 prepare=to_bronze,
             )
         _log_source_metrics(settings, batch_id)
@@ -290,7 +290,8 @@ def run(settings: IngestSettings, *, spark: SparkSession | None = None) -> int:
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         while query.isActive and not stop_requested.is_set():
-            query.awaitTermination(0.25 if settings.available_now else 1)
+            # Seconds; PySpark takes a float although its annotation says int.
+            query.awaitTermination(0.25 if settings.available_now else 1)  # type: ignore[arg-type]
             if settings.available_now and caught_up(query):
                 log.info("ingest: caught up with the stream (available-now), stopping")
                 break

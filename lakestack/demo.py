@@ -7,23 +7,26 @@ event ids against the table -> report (terminal, reports/<timestamp>/report.{jso
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from lakestack import emulator as local
+from lakestack.errors import RunFailedError
 from lakestack.reconcile import reconcile
 from lakestack.report import RunReport
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
     from loadtest.ledger import LedgerEntry
@@ -149,7 +152,7 @@ def _landed_rows(table_uri: str, storage_options: dict[str, str]) -> _Landed:
     table = DeltaTable(table_uri, storage_options=storage_options)
     commit_time = {
         record.batch_id: record.timestamp.timestamp()
-        for record in DeltaRsEngine().commits(table_uri, storage_options=storage_options)
+        for record in DeltaRsEngine().table(table_uri, storage_options=storage_options).commits()
         if record.batch_id is not None
     }
     data = table.to_pyarrow_table(columns=["data", "batch_id"]).to_pydict()
@@ -176,159 +179,281 @@ def _send_rate(entries: list[LedgerEntry]) -> float | None:
     return round(len(stamps) / span, 1) if span > 0 else None
 
 
-def run_demo(settings: DemoSettings, *, progress: Progress | None = None) -> RunReport:
-    """Run the demo end to end and return its report (also written under `settings.reports_dir`)."""
-    from jobs import ingest
-    from jobs.lake import storage_options_for
-    from jobs.session import build_session
-    from loadtest.ledger import read_ledger
-    from loadtest.runner import locust_command
+@contextlib.contextmanager
+def _scoped_environ(values: Mapping[str, str]) -> Iterator[None]:
+    """Set ``values`` in this process's environment for the run only; what was there before comes back.
 
-    show = progress or Progress()
-    started_at = datetime.now(UTC)
-    run_dir = settings.reports_dir / started_at.strftime("%Y%m%dT%H%M%SZ")
-    ledger_dir, checkpoint = run_dir / "ledger", run_dir / "checkpoint"
-    ledger_dir.mkdir(parents=True, exist_ok=True)
-    # The demo's own process and its children (Spark's Python workers, Locust) talk only to the emulator.
-    os.environ.update(local.EMULATOR_CREDENTIALS)
-    clock = time.monotonic()
-
-    show.step("starting the emulator (moto server: Kinesis + S3 on 127.0.0.1)")
-    emulator = local.Emulator.start(port=settings.port, log_path=run_dir / "emulator.log")
-    state = emulator.state
-    os.environ["AWS_DEFAULT_REGION"] = state.region
-    table_uri = state.table_uri
-    options = storage_options_for(table_uri, endpoint_url=state.endpoint_url, region=state.region)
-    show.step(f"emulator at {state.endpoint_url}; stream {state.stream_name} (on-demand), table {table_uri}")
-    notes: list[str] = []
-    query = None
-    spark = None
+    The ingest job's driver side (foreachBatch, the metrics reader) runs in this process and finds its
+    credentials through boto3's default chain, as it does on a cluster; the emulator's dummy credentials
+    must not outlive the run in a process that may go on to talk to real AWS.
+    """
+    before = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
     try:
-        show.step("starting Spark (local mode) and the ingest job")
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
+    """One demo run, as named steps; the context owns the emulator, Spark and Locust and stops them all.
+
+    Steps, in order: :meth:`start_emulator`, :meth:`start_ingest`, :meth:`send_load`, :meth:`drain`,
+    :meth:`report`. Leaving the context (normally or on an error) stops the Locust process, the query,
+    Spark and the emulator (unless ``keep_emulator``), in that order, and restores the environment.
+    """
+
+    def __init__(self, settings: DemoSettings, show: Progress) -> None:
+        self.settings = settings
+        self.show = show
+        self.started_at = datetime.now(UTC)
+        self.run_dir = settings.reports_dir / self.started_at.strftime("%Y%m%dT%H%M%SZ")
+        self.ledger_dir = self.run_dir / "ledger"
+        self.notes: list[str] = []
+        self._clock = time.monotonic()
+        self._stack = contextlib.ExitStack()
+        self._emulator: local.Emulator | None = None
+        self._spark: SparkSession | None = None
+        self._query: StreamingQuery | None = None
+        self._ingested: _Ingested | None = None
+
+    def __enter__(self) -> DemoRun:
+        self.ledger_dir.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        query, spark = self._query, self._spark
+        if query is not None and query.isActive:
+            query.stop()
+        if spark is not None:
+            spark.stop()
+        self._stack.close()
+
+    @property
+    def emulator(self) -> local.Emulator:
+        if self._emulator is None:
+            raise RunFailedError("the demo's steps ran out of order: the emulator is not started.")
+        return self._emulator
+
+    @property
+    def query(self) -> StreamingQuery:
+        if self._query is None:
+            raise RunFailedError("the demo's steps ran out of order: the ingest job is not started.")
+        return self._query
+
+    def start_emulator(self) -> None:
+        self.show.step("starting the emulator (moto server: Kinesis + S3 on 127.0.0.1)")
+        emulator = local.Emulator.start(port=self.settings.port, log_path=self.run_dir / "emulator.log")
+        self._stack.callback(self._release_emulator, emulator)
+        self._emulator = emulator
+        state = emulator.state
+        # This process and its children (Spark's Python workers, Locust) talk only to the emulator.
+        self._stack.enter_context(_scoped_environ(self.environment()))
+        self.show.step(
+            f"emulator at {state.endpoint_url}; stream {state.stream_name} (on-demand), table {state.table_uri}"
+        )
+
+    def environment(self) -> dict[str, str]:
+        """What the run's processes need in their environment: the emulator's credentials and region."""
+        return {**local.EMULATOR_CREDENTIALS, "AWS_DEFAULT_REGION": self.emulator.state.region}
+
+    def _release_emulator(self, emulator: local.Emulator) -> None:
+        state = emulator.state
+        if self.settings.keep_emulator:
+            self.show.step(
+                f"emulator left running at {state.endpoint_url} (pid {state.pid}); stop it: kill {state.pid}"
+            )
+        else:
+            emulator.close()
+
+    def start_ingest(self) -> None:
+        from jobs import ingest
+        from jobs.session import build_session
+
+        state = self.emulator.state
+        self.show.step("starting Spark (local mode) and the ingest job")
         spark = build_session("lakestack-demo")
+        self._spark = spark
         job = ingest.IngestSettings(
             stream=state.stream_name,
             region=state.region,
             endpoint_url=state.endpoint_url,
-            table=table_uri,
-            checkpoint=str(checkpoint.resolve()),
+            table=state.table_uri,
+            checkpoint=str((self.run_dir / "checkpoint").resolve()),
             trigger=_TRIGGER,
-            max_records_per_shard=settings.max_records_per_shard,
+            max_records_per_shard=self.settings.max_records_per_shard,
         )
         query = ingest.start(spark, job)
+        self._query = query
+        self._ingested = _Ingested(query)
         # Let the first (empty) trigger pay for Python worker start-up before events flow, so latency
         # measures the pipeline's steady state rather than Spark's cold start.
         _wait_for(
             lambda: query.lastProgress is not None or query.exception() is not None,
             timeout_s=120,
-            tick=lambda: show.line("waiting for the ingest job's first trigger"),
+            tick=lambda: self.show.line("waiting for the ingest job's first trigger"),
         )
 
+    def _locust_argv(self) -> list[str]:
+        from loadtest.runner import LocustRun
+
+        settings, state = self.settings, self.emulator.state
         run_time_cap = max(60, int(4 * settings.events / settings.rate) + 30)
-        command = locust_command(
+        return LocustRun(
             stream=state.stream_name,
             region=state.region,
             endpoint_url=state.endpoint_url,
-            ledger_dir=str(ledger_dir),
+            ledger_dir=str(self.ledger_dir),
             scenario="sales",
             users=settings.users,
             spawn_rate=settings.users,
             run_time=f"{run_time_cap}s",
             max_events=settings.events,
             target_rate=settings.rate,
-            csv_prefix=str(run_dir / "locust"),
-            html=str(run_dir / "locust.html"),
-        )
-        show.step(
+            csv_prefix=str(self.run_dir / "locust"),
+            html=str(self.run_dir / "locust.html"),
+        ).argv()
+
+    def send_load(self) -> int:
+        """Run Locust to its event budget while the job ingests; return the events acknowledged."""
+        settings, query = self.settings, self.query
+        ingested, acked = self._counter(), _LedgerCount(self.ledger_dir)
+        self.show.step(
             f"sending {settings.events:,} sales events at {settings.rate:,.0f}/s with Locust ({settings.users} users)"
         )
         send_started = time.monotonic()
-        ingested, acked = _Ingested(query), _LedgerCount(ledger_dir)
-        with (run_dir / "locust.log").open("wb") as locust_log:
+        log_path = self.run_dir / "locust.log"
+        with log_path.open("wb") as locust_log:
             locust = subprocess.Popen(
-                command, stdout=locust_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                self._locust_argv(),
+                stdout=locust_log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, **self.environment()},
             )
-            while locust.poll() is None:
-                show.line(
-                    f"sent {acked.update():,}/{settings.events:,} acknowledged | ingested {ingested.update():,}"
-                )
-                if query.exception() is not None:
+            try:
+                while locust.poll() is None:
+                    self.show.line(
+                        f"sent {acked.update():,}/{settings.events:,} acknowledged | ingested {ingested.update():,}"
+                    )
+                    if query.exception() is not None:
+                        break
+                    time.sleep(0.5)
+            finally:
+                if locust.poll() is None:
                     locust.terminate()
-                    break
-                time.sleep(0.5)
-            locust.wait(timeout=30)
-        send_seconds = time.monotonic() - send_started
+                locust.wait(timeout=30)
         acked_total = acked.update()
         if locust.returncode != 0:
-            notes.append(f"Locust exited with status {locust.returncode}; see {run_dir / 'locust.log'}")
-        show.step(
-            f"Locust done: {acked_total:,} events acknowledged in {send_seconds:.1f}s; draining the stream"
+            self.notes.append(f"Locust exited with status {locust.returncode}; see {log_path}")
+        self.show.step(
+            f"Locust done: {acked_total:,} events acknowledged in {time.monotonic() - send_started:.1f}s; "
+            "draining the stream"
         )
+        return acked_total
 
+    def _counter(self) -> _Ingested:
+        if self._ingested is None:
+            raise RunFailedError("the demo's steps ran out of order: the ingest job is not started.")
+        return self._ingested
+
+    def drain(self, acked_total: int) -> None:
+        """Wait until the job has read everything sent, then stop it.
+
+        Raises:
+            RunFailedError: the ingest query failed.
+        """
+        from jobs import ingest
+
+        query, ingested = self.query, self._counter()
         sent_by = datetime.now(UTC)
 
         def caught_up() -> bool:
             return query.exception() is not None or ingest.caught_up(query, since=sent_by)
 
         def tick() -> None:
-            show.line(f"draining: ingested {ingested.update():,}/{acked_total:,}")
+            self.show.line(f"draining: ingested {ingested.update():,}/{acked_total:,}")
 
         if not _wait_for(caught_up, timeout_s=_DRAIN_TIMEOUT_S, tick=tick):
-            notes.append(f"the stream was not drained within {_DRAIN_TIMEOUT_S:.0f}s")
+            self.notes.append(f"the stream was not drained within {_DRAIN_TIMEOUT_S:.0f}s")
         error = query.exception()
         query.stop()
         if error is not None:
-            raise RuntimeError(f"the ingest query failed: {error}")
-        ingested.update()
-        show.step("reconciling the ledger against the table")
-        entries = read_ledger(ledger_dir)
-        acknowledged = [entry.event_id for entry in entries]
-        landed = _landed_rows(table_uri, options)
-        result = reconcile(acknowledged, landed.event_ids)
-        positions = Counter((entry.shard_id, entry.sequence_number) for entry in entries)
-        reused = sorted(position for position, count in positions.items() if count > 1)
-        if reused:
-            # Two events acknowledged at one position: the stream itself kept only one of them.
-            shown = ", ".join(f"{shard}@{sequence}" for shard, sequence in reused[:3])
-            notes.append(f"the stream acknowledged {len(reused)} position(s) twice ({shown}): it lost events")
-        where = {entry.event_id: entry for entry in entries}
-        for event_id in result.missing_sample:
-            entry = where[event_id]
-            notes.append(
-                f"missing {event_id}: acknowledged in {entry.shard_id} at sequence {entry.sequence_number}"
+            raise RunFailedError(
+                f"the ingest query failed: {error}. Its checkpoint and logs are in {self.run_dir}."
             )
-        duration = time.monotonic() - clock
+        ingested.update()
+
+    def report(self) -> RunReport:
+        """Reconcile the ledger of acknowledged events against the bronze table."""
+        from jobs.lake import storage_options_for
+        from loadtest.ledger import read_ledger
+
+        state = self.emulator.state
+        self.show.step("reconciling the ledger against the table")
+        entries = read_ledger(self.ledger_dir)
+        options = storage_options_for(state.table_uri, endpoint_url=state.endpoint_url, region=state.region)
+        landed = _landed_rows(state.table_uri, options)
+        result = reconcile([entry.event_id for entry in entries], landed.event_ids)
+        self.notes.extend(_stream_notes(entries, result.missing_sample))
         span = (
             landed.last_commit_s - landed.first_event_s
             if landed.last_commit_s is not None and landed.first_event_s is not None
             else None
         )
-        report = RunReport.build(
+        return RunReport.build(
             result,
             latencies_s=landed.latencies_s,
             throughput_eps=round(result.landed / span, 1) if span else None,
             send_rate_eps=_send_rate(entries),
-            table_uri=table_uri,
+            table_uri=state.table_uri,
             files=landed.files,
             table_version=landed.version,
-            micro_batches=ingested.batches,
-            duration_s=round(duration, 1),
-            started_at=started_at.isoformat(timespec="seconds"),
-            notes=tuple(notes),
+            micro_batches=self._counter().batches,
+            duration_s=round(time.monotonic() - self._clock, 1),
+            started_at=self.started_at.isoformat(timespec="seconds"),
+            notes=tuple(self.notes),
         )
-    finally:
-        if query is not None and query.isActive:
-            query.stop()
-        if spark is not None:
-            spark.stop()
-        if settings.keep_emulator:
-            show.step(
-                f"emulator left running at {state.endpoint_url} (pid {state.pid}); stop it: kill {state.pid}"
-            )
-        else:
-            emulator.close()
+
+
+def _stream_notes(entries: list[LedgerEntry], missing: Sequence[str]) -> list[str]:
+    """Positions the stream acknowledged twice, and where each missing event was acknowledged."""
+    notes: list[str] = []
+    positions = Counter((entry.shard_id, entry.sequence_number) for entry in entries)
+    reused = sorted(position for position, count in positions.items() if count > 1)
+    if reused:
+        # Two events acknowledged at one position: the stream itself kept only one of them.
+        shown = ", ".join(f"{shard}@{sequence}" for shard, sequence in reused[:3])
+        notes.append(f"the stream acknowledged {len(reused)} position(s) twice ({shown}): it lost events")
+    where = {entry.event_id: entry for entry in entries}
+    for event_id in missing:
+        entry = where[event_id]
+        notes.append(
+            f"missing {event_id}: acknowledged in {entry.shard_id} at sequence {entry.sequence_number}"
+        )
+    return notes
+
+
+def run_demo(settings: DemoSettings, *, progress: Progress | None = None) -> RunReport:
+    """Run the demo end to end and return its report (also written under `settings.reports_dir`).
+
+    Raises:
+        RunFailedError: the ingest query failed.
+        EmulatorError: the emulator could not start.
+    """
+    show = progress or Progress()
+    with DemoRun(settings, show) as run:
+        run.start_emulator()
+        run.start_ingest()
+        acked_total = run.send_load()
+        run.drain(acked_total)
+        report = run.report()
     show.done()
-    json_path, md_path = report.write(run_dir)
+    json_path, md_path = report.write(run.run_dir)
     print(report.to_text())
     print(f"\nreport: {md_path} and {json_path}")
     return report

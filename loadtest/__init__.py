@@ -10,17 +10,17 @@ from loadtest.errors import LoadTestError, OptionError, RecordTooLargeError, Str
 from loadtest.events import Event
 from loadtest.generators import SCENARIOS, make_generator
 from loadtest.ledger import LedgerEntry, read_ledger
-from loadtest.runner import locust_command
+from loadtest.runner import LocustRun
 
 __all__ = [
     "SCENARIOS",
     "Event",
     "LedgerEntry",
     "LoadTestError",
+    "LocustRun",
     "OptionError",
     "RecordTooLargeError",
     "StreamNotFoundError",
-    "locust_command",
     "make_generator",
     "read_ledger",
 ]

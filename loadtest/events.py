@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +27,7 @@ class Event:
 
 def iso_utc(moment: datetime) -> str:
     """Format an aware datetime as ISO-8601 UTC with microseconds and ``Z`` (the ledger's format)."""
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def seeded_uuid4(rng: random.Random) -> str:

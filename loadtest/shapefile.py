@@ -18,6 +18,8 @@ class LakestackShape(LoadTestShape):
 
     def tick(self) -> tuple[int, float] | None:
         if self._shape is None:
+            if self.runner is None or self.runner.environment.parsed_options is None:
+                return None  # not attached to a running test: no users wanted
             options = self.runner.environment.parsed_options
             self._shape = make_shape(
                 options.shape, users=options.shape_users, duration=options.shape_duration

@@ -12,7 +12,7 @@ import logging
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import gevent
 import gevent.event
@@ -31,6 +31,7 @@ from loadtest.clients.kinesis import (
     RetryPolicy,
     SendResult,
     check_event,
+    make_kinesis_client,
 )
 from loadtest.errors import LoadTestError, RecordTooLargeError, StreamNotFoundError
 from loadtest.events import Event
@@ -54,7 +55,7 @@ class _Process:
     def __init__(self, environment: Environment) -> None:
         self.environment = environment
         self.quota = Quota()  # the authority on local and master runners; replaced at test_start
-        self.pending: dict[int, AsyncResult] = {}
+        self.pending: dict[int, AsyncResult[tuple[int, float]]] = {}
         self.request_ids = itertools.count()
         self.ledger: LedgerWriter | None = None
         self.generators: list[Generator] = []
@@ -88,11 +89,11 @@ class _Process:
             return wanted, 0.0
         if isinstance(self.runner, WorkerRunner):
             request_id = next(self.request_ids)
-            reply = AsyncResult()
+            reply: AsyncResult[tuple[int, float]] = AsyncResult()
             self.pending[request_id] = reply
             self.runner.send_message(LEASE_MESSAGE, {"id": request_id, "n": wanted})
             try:
-                granted, delay = reply.get(timeout=LEASE_TIMEOUT_SECONDS)
+                granted, delay = cast("tuple[int, float]", reply.get(timeout=LEASE_TIMEOUT_SECONDS))
             finally:
                 self.pending.pop(request_id, None)
             return int(granted), float(delay)
@@ -172,6 +173,8 @@ def _on_test_start(environment: Environment, **_kwargs: Any) -> None:
 
 def _on_lease(environment: Environment, msg: Any, **_kwargs: Any) -> None:
     granted, delay = process_state(environment).quota.lease(int(msg.data["n"]))
+    if environment.runner is None:
+        return  # the runner is gone: the run is over and the worker waits for no grant
     environment.runner.send_message(
         GRANT_MESSAGE, {"id": msg.data["id"], "granted": granted, "delay": delay}, client_id=msg.node_id
     )
@@ -247,23 +250,15 @@ def check_stream(settings: LoadSettings, *, client: Any = None) -> None:
 
 
 def kinesis_client(settings: LoadSettings) -> Any:
-    """A boto3 Kinesis client with botocore's own retries off: we retry, and report every attempt."""
-    import boto3
-    from botocore.config import Config
-
-    return boto3.client(
-        "kinesis",
-        region_name=settings.region,
-        endpoint_url=settings.endpoint_url,
-        config=Config(retries={"total_max_attempts": 1}, max_pool_connections=50),
-    )
+    """The Kinesis client of these settings (see :func:`~loadtest.clients.kinesis.make_kinesis_client`)."""
+    return make_kinesis_client(region=settings.region, endpoint_url=settings.endpoint_url)
 
 
 class LakestackUser(User):
     """A producer user: leases events, generates them, sends one batch per task, records the outcome.
 
-    Subclasses provide :meth:`make_producer` and :meth:`send`; the locustfile adds a task that calls
-    :meth:`send_batch`.
+    Subclasses provide :meth:`make_producer` (and may replace :meth:`make_generator`); the locustfile adds
+    a task that calls :meth:`send_batch`.
     """
 
     abstract = True
@@ -289,26 +284,30 @@ class LakestackUser(User):
             # Workers learn the budget and pace with the master's options; the master holds the quota.
             state.limited = self.settings.max_events is not None or self.settings.target_rate is not None
         seed = None if self.settings.seed is None else self.settings.seed + len(state.generators)
-        self.generator = make_generator(
-            self.settings.scenario,
-            seed=seed,
-            partition=self.settings.partition,
-            fraud_rate=self.settings.fraud_rate,
-            out_of_order_rate=self.settings.out_of_order_rate,
-            duplicate_rate=self.settings.duplicate_rate,
-        )
-        state.generators.append(self.generator)
-        self.make_producer(self.settings)
+        self.generator = self.make_generator(self.settings, seed=seed)
+        state.generators.append(self.generator)  # its ground truth is written when the process quits
+        self.producer = self.make_producer(self.settings)
 
-    def make_producer(self, settings: LoadSettings) -> None:
-        """Create this user's producer client."""
+    def make_generator(self, settings: LoadSettings, *, seed: int | None) -> Generator:
+        """This user's event generator (the scenario of ``--scenario``)."""
+        return make_generator(
+            settings.scenario,
+            seed=seed,
+            partition=settings.partition,
+            fraud_rate=settings.fraud_rate,
+            out_of_order_rate=settings.out_of_order_rate,
+            duplicate_rate=settings.duplicate_rate,
+        )
+
+    def make_producer(self, settings: LoadSettings) -> Producer:
+        """This user's producer client."""
         raise NotImplementedError
 
     def send(
         self, events: list[Event], *, on_acknowledged: Callable[[list[Acknowledged]], None] | None = None
     ) -> SendResult:
         """Send events (already checked and batch-sized); report accepted ones as each reply arrives."""
-        raise NotImplementedError
+        return self.producer.send(events, on_acknowledged=on_acknowledged)
 
     def refuse(self, event: Event, error: RecordTooLargeError) -> Rejected:
         """Report an event that cannot be sent as a failed record."""
@@ -368,9 +367,9 @@ class KinesisUser(LakestackUser):
 
     abstract = True
 
-    def make_producer(self, settings: LoadSettings) -> None:
-        """Create the Kinesis producer for this user."""
-        self.producer = KinesisProducer(
+    def make_producer(self, settings: LoadSettings) -> Producer:
+        """The Kinesis producer: one PutRecords batch per send, retried for exactly the entries that failed."""
+        return KinesisProducer(
             process_state(self.environment).kinesis(settings),
             settings.stream,
             fire=self.environment.events.request.fire,
@@ -378,20 +377,14 @@ class KinesisUser(LakestackUser):
             sleep=gevent.sleep,
         )
 
-    def send(
-        self, events: list[Event], *, on_acknowledged: Callable[[list[Acknowledged]], None] | None = None
-    ) -> SendResult:
-        """One PutRecords batch, retried for exactly the entries that failed."""
-        return self.producer.send(events, on_acknowledged=on_acknowledged)
-
 
 class EventHubsUser(LakestackUser):
     """Sends to an Event Hub through its Kafka endpoint (``--eventhubs-bootstrap``, connection string)."""
 
     abstract = True
 
-    def make_producer(self, settings: LoadSettings) -> None:
-        """Create the Kafka producer for this user."""
+    def make_producer(self, settings: LoadSettings) -> Producer:
+        """The Kafka producer: produces each batch and waits for its delivery reports."""
         from loadtest.clients.eventhubs import EventHubsProducer, kafka_config
 
         if not settings.eventhubs_bootstrap or not settings.eventhubs_connection_string:
@@ -402,20 +395,11 @@ class EventHubsUser(LakestackUser):
             self.environment.process_exit_code = 2
             _quit_soon(self.environment.runner)
             raise StopUser()
-        self.producer = EventHubsProducer.from_config(
+        return EventHubsProducer.from_config(
             kafka_config(settings.eventhubs_bootstrap, settings.eventhubs_connection_string),
             settings.stream,
             fire=self.environment.events.request.fire,
         )
-
-    def send(
-        self, events: list[Event], *, on_acknowledged: Callable[[list[Acknowledged]], None] | None = None
-    ) -> SendResult:
-        """Produce the events and wait for their delivery reports."""
-        result = self.producer.send(events)
-        if on_acknowledged is not None and result.acknowledged:
-            on_acknowledged(result.acknowledged)
-        return result
 
 
 __all__ = ["EventHubsUser", "KinesisUser", "LakestackUser", "check_stream", "kinesis_client", "process_state"]

@@ -6,10 +6,11 @@ classes load. Storage options for every table are built by ``storage_options_for
 
 from __future__ import annotations
 
+from jobs._retry import RetryPolicy
 from jobs.lake._deltars import DeltaRsEngine
 from jobs.lake._jvm import Availability, JvmDeltaEngine
 from jobs.lake._registry import ENGINE_NAMES, get_engine
-from jobs.lake._retry import RetryPolicy, is_transient, with_retries
+from jobs.lake._retry import is_transient, with_retries
 from jobs.lake._storage import redact, storage_options_for
 from jobs.lake.engine import (
     APP_ID_KEY,
@@ -18,17 +19,19 @@ from jobs.lake.engine import (
     CommitRecord,
     CompactResult,
     LakeEngine,
+    LakeTable,
     MergeResult,
     SchemaMode,
     TableProtocol,
+    TableRef,
 )
 from jobs.lake.errors import (
     EngineUnavailableError,
     LakeError,
     LakeTableNotFoundError,
     LakeWriteError,
-    SchemaMismatchError,
     StorageConfigError,
+    TableSchemaError,
 )
 from jobs.lake.sink import foreach_batch_writer
 
@@ -45,14 +48,16 @@ __all__ = [
     "JvmDeltaEngine",
     "LakeEngine",
     "LakeError",
+    "LakeTable",
     "LakeTableNotFoundError",
     "LakeWriteError",
     "MergeResult",
     "RetryPolicy",
-    "SchemaMismatchError",
     "SchemaMode",
     "StorageConfigError",
     "TableProtocol",
+    "TableRef",
+    "TableSchemaError",
     "foreach_batch_writer",
     "get_engine",
     "is_transient",

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import Schema as DeltaSchema
 
 from jobs.lake.engine import SchemaMode
-from jobs.lake.errors import SchemaMismatchError
+from jobs.lake.errors import TableSchemaError
 
 _UTC_MICROS = pa.timestamp("us", tz="UTC")
 
@@ -34,7 +35,8 @@ def normalize_timestamps(data: pa.Table) -> pa.Table:
     fields = [
         pa.field(f.name, c.type, f.nullable, f.metadata) for f, c in zip(data.schema, columns, strict=True)
     ]
-    return pa.Table.from_arrays(columns, schema=pa.schema(fields, metadata=data.schema.metadata))
+    metadata = cast("dict[bytes | str, bytes | str] | None", data.schema.metadata)
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields, metadata=metadata))
 
 
 def delta_types(schema: pa.Schema | DeltaSchema) -> dict[str, str]:
@@ -64,13 +66,13 @@ def schema_diff(
 
 
 def check_schema(table_uri: str, table: pa.Schema | DeltaSchema, data: pa.Schema, mode: SchemaMode) -> None:
-    """Raise ``SchemaMismatchError`` when ``data`` does not fit the ``table`` schema.
+    """Raise ``TableSchemaError`` when ``data`` does not fit the ``table`` schema.
 
     Strict mode rejects any difference; merge mode rejects only a changed column type.
     """
     missing, extra, changed = schema_diff(delta_types(table), delta_types(data))
     if changed or (mode == "strict" and (missing or extra)):
-        raise SchemaMismatchError(
+        raise TableSchemaError(
             table_uri,
             missing=missing if mode == "strict" else (),
             extra=extra if mode == "strict" else (),
@@ -87,7 +89,9 @@ def merge_source(
     """
     source = normalize_timestamps(data)
     if delete_column:
-        flags = pc.fill_null(source[delete_column].cast(pa.bool_()), False)
+        flags = cast(
+            "pa.ChunkedArray[Any]", pc.fill_null(source[delete_column].cast(pa.bool_()), pa.scalar(False))
+        )
         source = source.set_column(source.column_names.index(delete_column), delete_column, flags)
     source = latest_per_key(source, keys, precombine)
     return source, [c for c in source.column_names if c != delete_column]

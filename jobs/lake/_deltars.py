@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import pyarrow as pa
@@ -10,7 +10,8 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
 from jobs.lake._arrow import check_schema, merge_source, normalize_timestamps
-from jobs.lake._log import commit_infos, commit_record
+from jobs.lake._commit_log import commit_infos, commit_record
+from jobs.lake._sql import quote_identifier
 from jobs.lake.engine import (
     APP_ID_KEY,
     BATCH_ID_KEY,
@@ -20,12 +21,14 @@ from jobs.lake.engine import (
     CompactResult,
     MergeResult,
     SchemaMode,
+    TableHandles,
     TableProtocol,
+    TableRef,
 )
 from jobs.lake.errors import LakeError, LakeTableNotFoundError
 
 
-class DeltaRsEngine:
+class DeltaRsEngine(TableHandles):
     """Delta tables through delta-rs (the ``deltalake`` package). The default engine."""
 
     name = "delta-rs"
@@ -37,7 +40,7 @@ class DeltaRsEngine:
 
     def append(
         self,
-        table_uri: str,
+        ref: TableRef,
         data: pa.Table,
         *,
         app_id: str,
@@ -45,7 +48,6 @@ class DeltaRsEngine:
         partition_by: Sequence[str] | None = None,
         schema_mode: SchemaMode = "strict",
         target_file_size: int | None = None,
-        storage_options: Mapping[str, str] | None = None,
     ) -> AppendResult:
         """Append ``data`` in ONE commit carrying the transaction ``(app_id, batch_id)``.
 
@@ -54,15 +56,16 @@ class DeltaRsEngine:
         An empty ``data`` still commits (no files, the transaction only) so progress is recorded.
 
         Raises:
-            SchemaMismatchError: the data's columns or types differ from the table's (strict mode), or a
+            TableSchemaError: the data's columns or types differ from the table's (strict mode), or a
                 column's type differs (merge mode).
             LakeError: ``partition_by`` differs from the existing table's partitioning.
         """
+        table_uri, options = ref.uri, dict(ref.storage_options)
         if schema_mode not in ("strict", "merge"):
             raise LakeError(
                 f"expected schema_mode 'strict' or 'merge', found {schema_mode!r} for {table_uri}."
             )
-        options = dict(storage_options or {})
+        options = options
         batch = normalize_timestamps(data)
         table = _open(table_uri, options)
         if table is not None:
@@ -86,23 +89,21 @@ class DeltaRsEngine:
         written = table if table is not None else _require(table_uri, options)
         return AppendResult(committed=True, table_version=written.version(), rows=batch.num_rows)
 
-    def transaction_version(
-        self, table_uri: str, app_id: str, *, storage_options: Mapping[str, str] | None = None
-    ) -> int | None:
+    def transaction_version(self, ref: TableRef, app_id: str) -> int | None:
         """Return the last batch id committed for ``app_id``, or None (also when there is no table)."""
-        table = _open(table_uri, dict(storage_options or {}))
+        table_uri, options = ref.uri, dict(ref.storage_options)
+        table = _open(table_uri, options)
         return None if table is None else table.transaction_version(app_id)
 
-    def version(self, table_uri: str, *, storage_options: Mapping[str, str] | None = None) -> int | None:
+    def version(self, ref: TableRef) -> int | None:
         """Return the table's latest version, or None when there is no table at the URI."""
-        table = _open(table_uri, dict(storage_options or {}))
+        table_uri, options = ref.uri, dict(ref.storage_options)
+        table = _open(table_uri, options)
         return None if table is None else table.version()
 
-    def commits(
-        self, table_uri: str, *, storage_options: Mapping[str, str] | None = None
-    ) -> list[CommitRecord]:
+    def commits(self, ref: TableRef) -> list[CommitRecord]:
         """Return the table's commit history, oldest first, with the (app_id, batch_id) each recorded."""
-        options = dict(storage_options or {})
+        table_uri, options = ref.uri, dict(ref.storage_options)
         infos = commit_infos(table_uri, options)
         if infos is None:
             infos = _require(table_uri, options).history()
@@ -123,19 +124,18 @@ class DeltaRsEngine:
 
     def create_table(
         self,
-        table_uri: str,
+        ref: TableRef,
         schema: pa.Schema,
         *,
         partition_by: Sequence[str] | None = None,
         change_data_feed: bool = False,
-        storage_options: Mapping[str, str] | None = None,
     ) -> int:
         """Create the table if there is none at the URI; return its version.
 
         Change data feed on means writer protocol 4 (still readable by Delta 3.2 and Athena); no other
         table features are turned on, deletion vectors in particular.
         """
-        options = dict(storage_options or {})
+        table_uri, options = ref.uri, dict(ref.storage_options)
         existing = _open(table_uri, options)
         if existing is not None:
             return existing.version()
@@ -150,9 +150,10 @@ class DeltaRsEngine:
         )
         return table.version()
 
-    def protocol(self, table_uri: str, *, storage_options: Mapping[str, str] | None = None) -> TableProtocol:
+    def protocol(self, ref: TableRef) -> TableProtocol:
         """Return the table's reader/writer protocol versions and features."""
-        proto = _require(table_uri, dict(storage_options or {})).protocol()
+        table_uri, options = ref.uri, dict(ref.storage_options)
+        proto = _require(table_uri, options).protocol()
         return TableProtocol(
             min_reader_version=proto.min_reader_version,
             min_writer_version=proto.min_writer_version,
@@ -164,7 +165,7 @@ class DeltaRsEngine:
 
     def merge(
         self,
-        table_uri: str,
+        ref: TableRef,
         data: pa.Table,
         *,
         keys: Sequence[str],
@@ -173,7 +174,6 @@ class DeltaRsEngine:
         app_id: str | None = None,
         batch_id: int | None = None,
         partition_by: Sequence[str] | None = None,
-        storage_options: Mapping[str, str] | None = None,
     ) -> MergeResult:
         """Upsert ``data`` into the table by ``keys``; the row with the latest ``precombine`` value wins.
 
@@ -188,8 +188,9 @@ class DeltaRsEngine:
         Raises:
             LakeError: a key, precombine or delete column is not in the data, or only one of
                 ``app_id``/``batch_id`` was given.
-            SchemaMismatchError: the data's columns differ from the table's.
+            TableSchemaError: the data's columns differ from the table's.
         """
+        table_uri, options = ref.uri, dict(ref.storage_options)
         wanted = [*keys, precombine] + ([delete_column] if delete_column else [])
         absent = [c for c in wanted if c not in data.column_names]
         if absent or not keys:
@@ -199,14 +200,12 @@ class DeltaRsEngine:
             )
         if (app_id is None) != (batch_id is None):
             raise LakeError(f"merge into {table_uri}: give both app_id and batch_id, or neither.")
-        options = dict(storage_options or {})
+        options = options
         source, columns = merge_source(data, keys, precombine, delete_column)
 
         table = _open(table_uri, options)
         if table is None:
-            self.create_table(
-                table_uri, source.select(columns).schema, partition_by=partition_by, storage_options=options
-            )
+            self.create_table(ref, source.select(columns).schema, partition_by=partition_by)
             table = _require(table_uri, options)
         elif app_id is not None and batch_id is not None:
             done = table.transaction_version(app_id)
@@ -255,14 +254,13 @@ class DeltaRsEngine:
 
     def compact(
         self,
-        table_uri: str,
+        ref: TableRef,
         *,
         z_order_by: Sequence[str] | None = None,
         target_file_size: int | None = None,
-        storage_options: Mapping[str, str] | None = None,
     ) -> CompactResult:
         """Bin-pack small files (or Z-order by ``z_order_by``); rows are unchanged, only files move."""
-        options = dict(storage_options or {})
+        table_uri, options = ref.uri, dict(ref.storage_options)
         table = _require(table_uri, options)
         if z_order_by:
             metrics = table.optimize.z_order(list(z_order_by), target_size=target_file_size)
@@ -277,23 +275,23 @@ class DeltaRsEngine:
 
     def vacuum(
         self,
-        table_uri: str,
+        ref: TableRef,
         *,
         retention_hours: int = DEFAULT_RETENTION_HOURS,
         full: bool = False,
         dry_run: bool = False,
-        storage_options: Mapping[str, str] | None = None,
     ) -> list[str]:
         """Delete unreferenced files older than ``retention_hours``; return their paths.
 
         A retention below the 7-day default is honoured because passing it is the explicit choice.
         ``full=True`` also removes files no commit ever referenced (left by aborted tasks).
         """
+        table_uri, options = ref.uri, dict(ref.storage_options)
         if retention_hours < 0:
             raise LakeError(
                 f"expected retention_hours >= 0 for vacuum of {table_uri}, found {retention_hours}."
             )
-        table = _require(table_uri, dict(storage_options or {}))
+        table = _require(table_uri, options)
         return table.vacuum(
             retention_hours=retention_hours,
             dry_run=dry_run,
@@ -305,21 +303,21 @@ class DeltaRsEngine:
 
     def read(
         self,
-        table_uri: str,
+        ref: TableRef,
         *,
         version: int | None = None,
         timestamp: datetime | None = None,
         columns: Sequence[str] | None = None,
-        storage_options: Mapping[str, str] | None = None,
     ) -> pa.Table:
         """Read the table now, at ``version``, or as it was at ``timestamp`` (latest commit at or before it).
 
         Raises:
             LakeError: both ``version`` and ``timestamp`` were given, or the timestamp is naive.
         """
+        table_uri, options = ref.uri, dict(ref.storage_options)
         if version is not None and timestamp is not None:
             raise LakeError(f"read of {table_uri}: give version or timestamp, not both.")
-        table = _require(table_uri, dict(storage_options or {}))
+        table = _require(table_uri, options)
         if version is not None:
             table.load_as_version(version)
         elif timestamp is not None:
@@ -333,14 +331,14 @@ class DeltaRsEngine:
 
     def read_changes(
         self,
-        table_uri: str,
+        ref: TableRef,
         *,
         starting_version: int = 0,
         ending_version: int | None = None,
-        storage_options: Mapping[str, str] | None = None,
     ) -> pa.Table:
         """Read the change data feed (``_change_type``, ``_commit_version``, ``_commit_timestamp`` added)."""
-        table = _require(table_uri, dict(storage_options or {}))
+        table_uri, options = ref.uri, dict(ref.storage_options)
+        table = _require(table_uri, options)
         if table.metadata().configuration.get("delta.enableChangeDataFeed") != "true":
             raise LakeError(
                 f"expected change data feed on for {table_uri}, found it off; create the table with "
@@ -384,7 +382,4 @@ def _check_partitioning(table_uri: str, table: DeltaTable, partition_by: Sequenc
 
 
 def _quote(name: str) -> str:
-    # Plain identifiers stay as-is; anything else (upper case, spaces) needs SQL double quotes.
-    if name.isidentifier() and name == name.lower():
-        return name
-    return '"' + name.replace('"', '""') + '"'
+    return quote_identifier(name)

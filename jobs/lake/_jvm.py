@@ -8,7 +8,8 @@ table: the JVM S3 log store does not commit with conditional puts.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -16,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from jobs.lake._arrow import check_schema, merge_source, normalize_timestamps
-from jobs.lake._log import commit_record
+from jobs.lake._commit_log import commit_record
+from jobs.lake._sql import quote_identifier
 from jobs.lake.engine import (
     APP_ID_KEY,
     BATCH_ID_KEY,
@@ -26,7 +28,9 @@ from jobs.lake.engine import (
     CompactResult,
     MergeResult,
     SchemaMode,
+    TableHandles,
     TableProtocol,
+    TableRef,
 )
 from jobs.lake.errors import EngineUnavailableError, LakeError, LakeTableNotFoundError
 
@@ -47,7 +51,7 @@ class Availability:
         return self.ok
 
 
-class JvmDeltaEngine:
+class JvmDeltaEngine(TableHandles):
     """Delta tables through delta-spark in the active SparkSession (EMR Delta 4.0, Synapse Delta 3.2).
 
     Storage settings come from Spark's Hadoop configuration there; ``storage_options`` are ignored.
@@ -55,8 +59,12 @@ class JvmDeltaEngine:
 
     name = "jvm"
 
-    def __init__(self, spark: SparkSession | None = None) -> None:
+    def __init__(
+        self, spark: SparkSession | None = None, *, load_class: Callable[[str], object] | None = None
+    ) -> None:
+        """``load_class(name)`` loads a JVM class or raises; the default asks the session's JVM."""
         self._spark = spark
+        self._load_class = load_class
 
     def __repr__(self) -> str:
         return "JvmDeltaEngine()"
@@ -70,8 +78,9 @@ class JvmDeltaEngine:
         spark = self._session_or_none()
         if spark is None:
             return Availability(False, "no active SparkSession to load the Delta classes in")
+        load = self._load_class or (lambda name: spark._jvm.java.lang.Class.forName(name))  # type: ignore[union-attr]
         try:
-            spark._jvm.java.lang.Class.forName(_DELTA_CLASS)  # type: ignore[union-attr]
+            load(_DELTA_CLASS)
         except Exception as error:  # py4j wraps ClassNotFoundException in Py4JJavaError
             return Availability(
                 False,
@@ -124,7 +133,7 @@ class JvmDeltaEngine:
 
     def append(
         self,
-        table_uri: str,
+        ref: TableRef,
         data: pa.Table,
         *,
         app_id: str,
@@ -132,13 +141,12 @@ class JvmDeltaEngine:
         partition_by: Sequence[str] | None = None,
         schema_mode: SchemaMode = "strict",
         target_file_size: int | None = None,
-        storage_options: Mapping[str, str] | None = None,
     ) -> AppendResult:
         """Append in one commit with Delta's own idempotent-write options (txnAppId / txnVersion)."""
-        del storage_options  # Hadoop configuration applies
-        before = self.version(table_uri)
+        table_uri = ref.uri
+        before = self.version(ref)
         if before is not None:
-            done = self.transaction_version(table_uri, app_id)
+            done = self.transaction_version(ref, app_id)
             if done is not None and done >= batch_id:
                 return AppendResult(committed=False, table_version=before, rows=0)
             self._check_schema(table_uri, data.schema, schema_mode)
@@ -157,7 +165,7 @@ class JvmDeltaEngine:
         if partition_by:
             writer = writer.partitionBy(*partition_by)
         writer.save(table_uri)
-        after = self.version(table_uri)
+        after = self.version(ref)
         if after is None:
             raise LakeError(
                 f"append to {table_uri} reported success but no Delta table is there; check the path."
@@ -170,28 +178,24 @@ class JvmDeltaEngine:
         existing = self._session().read.format("delta").load(table_uri).limit(0).toArrow().schema
         check_schema(table_uri, existing, normalize_timestamps(data.empty_table()).schema, mode)
 
-    def transaction_version(
-        self, table_uri: str, app_id: str, *, storage_options: Mapping[str, str] | None = None
-    ) -> int | None:
+    def transaction_version(self, ref: TableRef, app_id: str) -> int | None:
         """Return the last batch id committed for ``app_id`` (from the commits' user metadata), or None."""
-        del storage_options
+        table_uri = ref.uri
         if not self._exists(table_uri):
             return None
-        ids = [c.batch_id for c in self.commits(table_uri) if c.app_id == app_id and c.batch_id is not None]
+        ids = [c.batch_id for c in self.commits(ref) if c.app_id == app_id and c.batch_id is not None]
         return max(ids) if ids else None
 
-    def version(self, table_uri: str, *, storage_options: Mapping[str, str] | None = None) -> int | None:
+    def version(self, ref: TableRef) -> int | None:
         """Return the table's latest version, or None when there is no table at the URI."""
-        del storage_options
+        table_uri = ref.uri
         if not self._exists(table_uri):
             return None
         return int(self._table(table_uri).history(1).collect()[0]["version"])
 
-    def commits(
-        self, table_uri: str, *, storage_options: Mapping[str, str] | None = None
-    ) -> list[CommitRecord]:
+    def commits(self, ref: TableRef) -> list[CommitRecord]:
         """Return the commit history, oldest first, with (app_id, batch_id) from the user metadata."""
-        del storage_options
+        table_uri = ref.uri
         records = []
         for row in (
             self._table(table_uri)
@@ -212,15 +216,14 @@ class JvmDeltaEngine:
 
     def create_table(
         self,
-        table_uri: str,
+        ref: TableRef,
         schema: pa.Schema,
         *,
         partition_by: Sequence[str] | None = None,
         change_data_feed: bool = False,
-        storage_options: Mapping[str, str] | None = None,
     ) -> int:
         """Create the table if there is none (deletion vectors pinned off for Delta 3.2 readers)."""
-        del storage_options
+        table_uri = ref.uri
         from delta.tables import DeltaTable
 
         spark = self._session()
@@ -237,13 +240,13 @@ class JvmDeltaEngine:
             if partition_by:
                 builder = builder.partitionedBy(*partition_by)
             builder.execute()
-        version = self.version(table_uri)
+        version = self.version(ref)
         assert version is not None
         return version
 
     def merge(
         self,
-        table_uri: str,
+        ref: TableRef,
         data: pa.Table,
         *,
         keys: Sequence[str],
@@ -252,31 +255,29 @@ class JvmDeltaEngine:
         app_id: str | None = None,
         batch_id: int | None = None,
         partition_by: Sequence[str] | None = None,
-        storage_options: Mapping[str, str] | None = None,
     ) -> MergeResult:
         """Upsert by ``keys`` with the same rules as ``DeltaRsEngine.merge``."""
-        del storage_options
+        table_uri = ref.uri
         source, columns = merge_source(data, keys, precombine, delete_column)
         if not self._exists(table_uri):
-            self.create_table(table_uri, source.select(columns).schema, partition_by=partition_by)
+            self.create_table(ref, source.select(columns).schema, partition_by=partition_by)
         elif app_id is not None and batch_id is not None:
-            done = self.transaction_version(table_uri, app_id)
+            done = self.transaction_version(ref, app_id)
             if done is not None and done >= batch_id:
                 return MergeResult(
-                    committed=False, table_version=self.version(table_uri) or 0, source_rows=data.num_rows
+                    committed=False, table_version=self.version(ref) or 0, source_rows=data.num_rows
                 )
         spark = self._session()
-        if app_id is not None and batch_id is not None:
-            spark.conf.set(
-                "spark.databricks.delta.commitInfo.userMetadata",
-                json.dumps({APP_ID_KEY: app_id, BATCH_ID_KEY: str(batch_id)}),
-            )
-        on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
-        newer = f"s.`{precombine}` >= t.`{precombine}`"
-        updates = {f"`{c}`": f"s.`{c}`" for c in columns}
+
+        def col(alias: str, name: str) -> str:
+            return f"{alias}.{quote_identifier(name, quote='`')}"
+
+        on = " AND ".join(f"{col('t', k)} = {col('s', k)}" for k in keys)
+        newer = f"{col('s', precombine)} >= {col('t', precombine)}"
+        updates = {quote_identifier(c, quote="`"): col("s", c) for c in columns}
         merger = self._table(table_uri).alias("t").merge(spark.createDataFrame(source).alias("s"), on)
         if delete_column:
-            flag = f"s.`{delete_column}`"
+            flag = col("s", delete_column)
             merger = (
                 merger.whenMatchedDelete(condition=f"{newer} AND {flag}")
                 .whenMatchedUpdate(condition=f"{newer} AND NOT {flag}", set=updates)
@@ -286,14 +287,17 @@ class JvmDeltaEngine:
             merger = merger.whenMatchedUpdate(condition=newer, set=updates).whenNotMatchedInsert(
                 values=updates
             )
-        try:
+        metadata = (
+            json.dumps({APP_ID_KEY: app_id, BATCH_ID_KEY: str(batch_id)})
+            if app_id is not None and batch_id is not None
+            else None
+        )
+        with _session_settings(spark, {"spark.databricks.delta.commitInfo.userMetadata": metadata}):
             merger.execute()
-        finally:
-            spark.conf.unset("spark.databricks.delta.commitInfo.userMetadata")
         metrics = self._table(table_uri).history(1).collect()[0]["operationMetrics"] or {}
         return MergeResult(
             committed=True,
-            table_version=self.version(table_uri) or 0,
+            table_version=self.version(ref) or 0,
             source_rows=data.num_rows,
             inserted=int(metrics.get("numTargetRowsInserted", 0)),
             updated=int(metrics.get("numTargetRowsUpdated", 0)),
@@ -302,55 +306,54 @@ class JvmDeltaEngine:
 
     def compact(
         self,
-        table_uri: str,
+        ref: TableRef,
         *,
         z_order_by: Sequence[str] | None = None,
         target_file_size: int | None = None,
-        storage_options: Mapping[str, str] | None = None,
     ) -> CompactResult:
         """OPTIMIZE (bin-packing, or Z-order by ``z_order_by``)."""
-        del storage_options
+        table_uri = ref.uri
         spark = self._session()
-        if target_file_size is not None:
-            spark.conf.set("spark.databricks.delta.optimize.maxFileSize", str(target_file_size))
-        builder = self._table(table_uri).optimize()
-        metrics_df = builder.executeZOrderBy(*z_order_by) if z_order_by else builder.executeCompaction()
-        metrics = metrics_df.collect()[0]["metrics"]
+        size = str(target_file_size) if target_file_size is not None else None
+        with _session_settings(spark, {"spark.databricks.delta.optimize.maxFileSize": size}):
+            builder = self._table(table_uri).optimize()
+            metrics_df = builder.executeZOrderBy(*z_order_by) if z_order_by else builder.executeCompaction()
+            metrics = metrics_df.collect()[0]["metrics"]
         return CompactResult(
             files_removed=int(metrics["numFilesRemoved"]),
             files_added=int(metrics["numFilesAdded"]),
-            table_version=self.version(table_uri) or 0,
+            table_version=self.version(ref) or 0,
         )
 
     def vacuum(
         self,
-        table_uri: str,
+        ref: TableRef,
         *,
         retention_hours: int = DEFAULT_RETENTION_HOURS,
         full: bool = False,
         dry_run: bool = False,
-        storage_options: Mapping[str, str] | None = None,
     ) -> list[str]:
         """VACUUM; Spark's vacuum always covers untracked files, so ``full`` changes nothing here."""
-        del storage_options, full
+        table_uri = ref.uri
+        del full
         spark = self._session()
-        if retention_hours < DEFAULT_RETENTION_HOURS:
-            spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+        check = "false" if retention_hours < DEFAULT_RETENTION_HOURS else None
         dry = " DRY RUN" if dry_run else ""
-        rows = spark.sql(f"VACUUM delta.`{table_uri}` RETAIN {int(retention_hours)} HOURS{dry}").collect()
+        path = quote_identifier(table_uri, quote="`")
+        with _session_settings(spark, {"spark.databricks.delta.retentionDurationCheck.enabled": check}):
+            rows = spark.sql(f"VACUUM delta.{path} RETAIN {int(retention_hours)} HOURS{dry}").collect()
         return [str(r[0]) for r in rows] if dry_run else []
 
     def read(
         self,
-        table_uri: str,
+        ref: TableRef,
         *,
         version: int | None = None,
         timestamp: datetime | None = None,
         columns: Sequence[str] | None = None,
-        storage_options: Mapping[str, str] | None = None,
     ) -> pa.Table:
         """Read now, at ``versionAsOf``, or at ``timestampAsOf``."""
-        del storage_options
+        table_uri = ref.uri
         if version is not None and timestamp is not None:
             raise LakeError(f"read of {table_uri}: give version or timestamp, not both.")
         reader = self._session().read.format("delta")
@@ -365,14 +368,13 @@ class JvmDeltaEngine:
 
     def read_changes(
         self,
-        table_uri: str,
+        ref: TableRef,
         *,
         starting_version: int = 0,
         ending_version: int | None = None,
-        storage_options: Mapping[str, str] | None = None,
     ) -> pa.Table:
         """Read the change data feed between two versions (inclusive)."""
-        del storage_options
+        table_uri = ref.uri
         reader = (
             self._session()
             .read.format("delta")
@@ -383,9 +385,9 @@ class JvmDeltaEngine:
             reader = reader.option("endingVersion", ending_version)
         return reader.load(table_uri).toArrow()
 
-    def protocol(self, table_uri: str, *, storage_options: Mapping[str, str] | None = None) -> TableProtocol:
+    def protocol(self, ref: TableRef) -> TableProtocol:
         """Return minReaderVersion / minWriterVersion and table features from DESCRIBE DETAIL."""
-        del storage_options
+        table_uri = ref.uri
         row = self._table(table_uri).detail().collect()[0].asDict()
         features = tuple(row.get("tableFeatures") or ())
         return TableProtocol(
@@ -393,3 +395,21 @@ class JvmDeltaEngine:
             min_writer_version=int(row["minWriterVersion"]),
             writer_features=features,
         )
+
+
+@contextmanager
+def _session_settings(spark: SparkSession, settings: Mapping[str, str | None]) -> Iterator[None]:
+    """Set session settings for one operation and put back what was there before (None: leave as is)."""
+    previous: dict[str, str | None] = {}
+    for key, value in settings.items():
+        if value is not None:
+            previous[key] = spark.conf.get(key, None)
+            spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)

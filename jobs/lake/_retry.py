@@ -1,4 +1,4 @@
-"""Bounded, jittered retries for transient storage errors."""
+"""What the lake retries: transient storage errors, under the jobs' one :class:`~jobs._retry.RetryPolicy`."""
 
 from __future__ import annotations
 
@@ -6,35 +6,19 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TypeVar
 
 from deltalake.exceptions import CommitFailedError
 
+from jobs._retry import Retrier, RetryPolicy
 from jobs.lake.errors import LakeWriteError
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How often and how long to retry a failed write.
-
-    Attributes:
-        attempts: total tries, the first included.
-        base_delay_s: first backoff cap; doubles each try (full jitter: sleep uniform(0, cap)).
-        max_delay_s: upper bound of one backoff.
-    """
-
-    attempts: int = 5
-    base_delay_s: float = 0.2
-    max_delay_s: float = 5.0
-
-    def __post_init__(self) -> None:
-        if self.attempts < 1 or self.base_delay_s < 0 or self.max_delay_s < self.base_delay_s:
-            raise ValueError(f"expected attempts >= 1 and 0 <= base_delay_s <= max_delay_s, found {self!r}.")
+# Lake writes are slower than Kinesis calls: fewer attempts, a longer first backoff.
+LAKE_RETRY = RetryPolicy(max_attempts=5, base_delay_s=0.2, max_delay_s=5.0)
 
 
 def is_transient(error: BaseException) -> bool:
@@ -61,29 +45,16 @@ def with_retries(
     ``action`` must be safe to repeat: the lake append re-reads the table's transaction version on every
     try, so a commit that succeeded before its reply was lost is skipped rather than written twice.
     """
-    rules = policy or RetryPolicy()
-    random_source = rng or random.Random()
-    for attempt in range(1, rules.attempts + 1):
-        try:
-            return action()
-        except Exception as error:
-            if not is_transient(error):
-                raise
-            if attempt == rules.attempts:
-                raise LakeWriteError(
-                    f"{what} failed {attempt} times with transient storage errors; last: "
-                    f"{type(error).__name__}: {error}. Check that the storage is reachable and retry the query; "
-                    "the batch was not committed and will be replayed from the checkpoint."
-                ) from error
-            cap = min(rules.max_delay_s, rules.base_delay_s * 2 ** (attempt - 1))
-            delay = random_source.uniform(0, cap)
-            log.warning(
-                "%s: attempt %d failed (%s: %s); retrying in %.2fs",
-                what,
-                attempt,
-                type(error).__name__,
-                error,
-                delay,
-            )
-            sleep(delay)
-    raise AssertionError("unreachable: the loop returns or raises")
+
+    def give_up(error: BaseException, attempts: int) -> Exception:
+        return LakeWriteError(
+            f"{what} failed {attempts} times with transient storage errors; last: "
+            f"{type(error).__name__}: {error}. Check that the storage is reachable and retry the query; "
+            "the batch was not committed and will be replayed from the checkpoint."
+        )
+
+    def warn(error: BaseException) -> None:
+        log.warning("%s: retrying after %s: %s", what, type(error).__name__, error)
+
+    retrier = Retrier(policy or LAKE_RETRY, retryable=is_transient, give_up=give_up, sleep=sleep, rng=rng)
+    return retrier.call(action, on_retry=warn)

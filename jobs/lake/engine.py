@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, cast, runtime_checkable
 
 import pyarrow as pa
 
@@ -96,15 +96,27 @@ class TableProtocol:
     writer_features: tuple[str, ...] = field(default_factory=tuple)
 
 
+@dataclass(frozen=True)
+class TableRef:
+    """Where a table lives: its URI and the storage options (from ``storage_options_for``) to reach it."""
+
+    uri: str
+    storage_options: Mapping[str, str] = field(default_factory=dict)
+
+
 @runtime_checkable
 class LakeEngine(Protocol):
     """What the pipelines need from a Delta engine. ``DeltaRsEngine`` is the default everywhere."""
 
     name: str
 
+    def table(self, uri: str, *, storage_options: Mapping[str, str] | None = None) -> LakeTable:
+        """A handle on the Delta table at ``uri``: every table operation is a method of it."""
+        ...
+
     def append(
         self,
-        table_uri: str,
+        ref: TableRef,
         data: pa.Table,
         *,
         app_id: str,
@@ -112,42 +124,36 @@ class LakeEngine(Protocol):
         partition_by: Sequence[str] | None = None,
         schema_mode: SchemaMode = "strict",
         target_file_size: int | None = None,
-        storage_options: Mapping[str, str] | None = None,
     ) -> AppendResult:
         """Append ``data`` in one commit carrying the transaction (app_id, batch_id), unless already there."""
         ...
 
-    def transaction_version(
-        self, table_uri: str, app_id: str, *, storage_options: Mapping[str, str] | None = None
-    ) -> int | None:
+    def transaction_version(self, ref: TableRef, app_id: str) -> int | None:
         """Return the last batch id committed for ``app_id``, or None (also when the table does not exist)."""
         ...
 
-    def version(self, table_uri: str, *, storage_options: Mapping[str, str] | None = None) -> int | None:
+    def version(self, ref: TableRef) -> int | None:
         """Return the table's latest version, or None when there is no table at the URI."""
         ...
 
-    def commits(
-        self, table_uri: str, *, storage_options: Mapping[str, str] | None = None
-    ) -> list[CommitRecord]:
+    def commits(self, ref: TableRef) -> list[CommitRecord]:
         """Return the table's commit history, oldest first."""
         ...
 
     def create_table(
         self,
-        table_uri: str,
+        ref: TableRef,
         schema: pa.Schema,
         *,
         partition_by: Sequence[str] | None = None,
         change_data_feed: bool = False,
-        storage_options: Mapping[str, str] | None = None,
     ) -> int:
         """Create the table if it does not exist; return its version."""
         ...
 
     def merge(
         self,
-        table_uri: str,
+        ref: TableRef,
         data: pa.Table,
         *,
         keys: Sequence[str],
@@ -156,57 +162,178 @@ class LakeEngine(Protocol):
         app_id: str | None = None,
         batch_id: int | None = None,
         partition_by: Sequence[str] | None = None,
-        storage_options: Mapping[str, str] | None = None,
     ) -> MergeResult:
         """Upsert ``data`` by ``keys``: the latest ``precombine`` value wins; flagged rows delete."""
         ...
 
     def compact(
         self,
-        table_uri: str,
+        ref: TableRef,
         *,
         z_order_by: Sequence[str] | None = None,
         target_file_size: int | None = None,
-        storage_options: Mapping[str, str] | None = None,
     ) -> CompactResult:
         """Rewrite small files into bigger ones (Z-ordered by ``z_order_by`` when given)."""
         ...
 
     def vacuum(
         self,
-        table_uri: str,
+        ref: TableRef,
         *,
         retention_hours: int = DEFAULT_RETENTION_HOURS,
         full: bool = False,
         dry_run: bool = False,
-        storage_options: Mapping[str, str] | None = None,
     ) -> list[str]:
         """Delete files no longer referenced and older than the retention; return them."""
         ...
 
     def read(
         self,
-        table_uri: str,
+        ref: TableRef,
         *,
         version: int | None = None,
         timestamp: datetime | None = None,
         columns: Sequence[str] | None = None,
-        storage_options: Mapping[str, str] | None = None,
     ) -> pa.Table:
         """Read the table, now or as of a version or a timestamp (time travel)."""
         ...
 
     def read_changes(
         self,
-        table_uri: str,
+        ref: TableRef,
         *,
         starting_version: int = 0,
         ending_version: int | None = None,
-        storage_options: Mapping[str, str] | None = None,
     ) -> pa.Table:
         """Read the change data feed between two versions (inclusive)."""
         ...
 
-    def protocol(self, table_uri: str, *, storage_options: Mapping[str, str] | None = None) -> TableProtocol:
+    def protocol(self, ref: TableRef) -> TableProtocol:
         """Return the table's reader/writer protocol."""
         ...
+
+
+class TableHandles:
+    """Gives an engine its :meth:`LakeEngine.table` (mixed into every engine)."""
+
+    def table(self, uri: str, *, storage_options: Mapping[str, str] | None = None) -> LakeTable:
+        return LakeTable(cast("LakeEngine", self), TableRef(uri, dict(storage_options or {})))
+
+
+class LakeTable:
+    """One Delta table, bound once to an engine and its storage options, as delta-rs binds a ``DeltaTable``.
+
+    Each call sees the table's latest version (time travel is asked for explicitly with :meth:`read`).
+    Get one from ``engine.table(uri, storage_options=...)``.
+    """
+
+    def __init__(self, engine: LakeEngine, ref: TableRef) -> None:
+        self.engine = engine
+        self.ref = ref
+
+    def __repr__(self) -> str:
+        return f"LakeTable({self.ref.uri!r}, engine={self.engine.name!r})"
+
+    @property
+    def uri(self) -> str:
+        return self.ref.uri
+
+    def exists(self) -> bool:
+        """True when there is a Delta table at the URI."""
+        return self.engine.version(self.ref) is not None
+
+    def version(self) -> int | None:
+        """The latest version, or None when there is no table."""
+        return self.engine.version(self.ref)
+
+    def transaction_version(self, app_id: str) -> int | None:
+        """The last batch id committed for ``app_id``, or None (also when there is no table)."""
+        return self.engine.transaction_version(self.ref, app_id)
+
+    def commits(self) -> list[CommitRecord]:
+        """The commit history, oldest first."""
+        return self.engine.commits(self.ref)
+
+    def protocol(self) -> TableProtocol:
+        """The reader/writer protocol."""
+        return self.engine.protocol(self.ref)
+
+    def create(
+        self, schema: pa.Schema, *, partition_by: Sequence[str] | None = None, change_data_feed: bool = False
+    ) -> int:
+        """Create the table if there is none; return its version."""
+        return self.engine.create_table(
+            self.ref, schema, partition_by=partition_by, change_data_feed=change_data_feed
+        )
+
+    def append(
+        self,
+        data: pa.Table,
+        *,
+        app_id: str,
+        batch_id: int,
+        partition_by: Sequence[str] | None = None,
+        schema_mode: SchemaMode = "strict",
+        target_file_size: int | None = None,
+    ) -> AppendResult:
+        """Append in one commit carrying the transaction (app_id, batch_id), unless already there."""
+        return self.engine.append(
+            self.ref,
+            data,
+            app_id=app_id,
+            batch_id=batch_id,
+            partition_by=partition_by,
+            schema_mode=schema_mode,
+            target_file_size=target_file_size,
+        )
+
+    def merge(
+        self,
+        data: pa.Table,
+        *,
+        keys: Sequence[str],
+        precombine: str,
+        delete_column: str | None = None,
+        app_id: str | None = None,
+        batch_id: int | None = None,
+        partition_by: Sequence[str] | None = None,
+    ) -> MergeResult:
+        """Upsert by ``keys``: the latest ``precombine`` value wins; rows flagged by ``delete_column`` delete."""
+        return self.engine.merge(
+            self.ref,
+            data,
+            keys=keys,
+            precombine=precombine,
+            delete_column=delete_column,
+            app_id=app_id,
+            batch_id=batch_id,
+            partition_by=partition_by,
+        )
+
+    def compact(
+        self, *, z_order_by: Sequence[str] | None = None, target_file_size: int | None = None
+    ) -> CompactResult:
+        """Rewrite small files into bigger ones (Z-ordered by ``z_order_by`` when given)."""
+        return self.engine.compact(self.ref, z_order_by=z_order_by, target_file_size=target_file_size)
+
+    def vacuum(
+        self, *, retention_hours: int = DEFAULT_RETENTION_HOURS, full: bool = False, dry_run: bool = False
+    ) -> list[str]:
+        """Delete files no longer referenced and older than the retention; return them."""
+        return self.engine.vacuum(self.ref, retention_hours=retention_hours, full=full, dry_run=dry_run)
+
+    def read(
+        self,
+        *,
+        version: int | None = None,
+        timestamp: datetime | None = None,
+        columns: Sequence[str] | None = None,
+    ) -> pa.Table:
+        """Read the table, now or as of a version or a timestamp (time travel)."""
+        return self.engine.read(self.ref, version=version, timestamp=timestamp, columns=columns)
+
+    def read_changes(self, *, starting_version: int = 0, ending_version: int | None = None) -> pa.Table:
+        """The change data feed between two versions (inclusive)."""
+        return self.engine.read_changes(
+            self.ref, starting_version=starting_version, ending_version=ending_version
+        )

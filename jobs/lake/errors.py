@@ -15,7 +15,7 @@ class StorageConfigError(LakeError, ValueError):
     """A table URI or storage setting cannot be turned into storage options."""
 
 
-class SchemaMismatchError(LakeError):
+class TableSchemaError(LakeError):
     """Incoming data does not match the table's schema (strict mode).
 
     Attributes:

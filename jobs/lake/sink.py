@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from jobs.lake._deltars import DeltaRsEngine
-from jobs.lake._retry import RetryPolicy, with_retries
-from jobs.lake.engine import AppendResult, LakeEngine, SchemaMode
+from jobs._retry import RetryPolicy
+from jobs.lake._retry import LAKE_RETRY, with_retries
+from jobs.lake.engine import AppendResult, LakeTable, SchemaMode
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -18,12 +18,10 @@ log = logging.getLogger(__name__)
 
 
 def foreach_batch_writer(
-    table_uri: str,
+    table: LakeTable,
     *,
     app_id: str,
-    engine: LakeEngine | None = None,
     partition_by: Sequence[str] | None = None,
-    storage_options: Mapping[str, str] | None = None,
     prepare: Callable[[DataFrame, int], DataFrame] | None = None,
     schema_mode: SchemaMode = "strict",
     target_file_size: int | None = None,
@@ -43,24 +41,21 @@ def foreach_batch_writer(
     the query fails and replays the batch; a batch is never dropped.
 
     Args:
-        table_uri: Delta table URI (local path, s3://, abfss://).
+        table: the Delta table, from ``engine.table(uri, storage_options=storage_options_for(uri, ...))``.
         app_id: identity of the streaming query; keep it stable across restarts of the same checkpoint.
-        engine: lake engine; ``DeltaRsEngine()`` when None.
         partition_by: partition columns, used when the first batch creates the table.
-        storage_options: from ``storage_options_for(table_uri, ...)``.
         prepare: optional ``(batch_df, batch_id) -> DataFrame`` transform applied before writing.
         schema_mode: ``"strict"`` rejects any schema difference; ``"merge"`` adds new columns.
         target_file_size: target Parquet file size in bytes (None: the engine's default).
         retry: retry policy for transient storage errors.
     """
-    lake = engine or DeltaRsEngine()
-    policy = retry or RetryPolicy()
-    options = dict(storage_options or {})
+    policy = retry or LAKE_RETRY
+    table_uri = table.uri
 
     def write_batch(batch_df: DataFrame, batch_id: int) -> None:
         started = time.perf_counter()
         done = with_retries(
-            lambda: lake.transaction_version(table_uri, app_id, storage_options=options),
+            lambda: table.transaction_version(app_id),
             what=f"transaction lookup for batch {batch_id} of {table_uri}",
             policy=policy,
         )
@@ -77,15 +72,13 @@ def foreach_batch_writer(
         data = frame.toArrow()
 
         def attempt() -> AppendResult:
-            return lake.append(
-                table_uri,
+            return table.append(
                 data,
                 app_id=app_id,
                 batch_id=batch_id,
                 partition_by=partition_by,
                 schema_mode=schema_mode,
                 target_file_size=target_file_size,
-                storage_options=options,
             )
 
         result = with_retries(attempt, what=f"append of batch {batch_id} to {table_uri}", policy=policy)

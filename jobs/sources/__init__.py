@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from jobs.sources._offsets import ShardPosition, StartPosition, StreamOffset, parse_starting_position
 from jobs.sources.errors import (
     DataLossError,
     KinesisReadError,
@@ -13,7 +14,6 @@ from jobs.sources.errors import (
 from jobs.sources.kinesis import (
     KinesisDataSource,
     KinesisSourceSettings,
-    parse_starting_position,
     read_kinesis_stream,
     read_source_metrics,
 )
@@ -23,10 +23,13 @@ __all__ = [
     "KinesisDataSource",
     "KinesisReadError",
     "KinesisSourceSettings",
+    "ShardPosition",
     "SourceError",
     "SourceSettingsError",
+    "StartPosition",
     "StreamAccessError",
     "StreamNotFoundError",
+    "StreamOffset",
     "parse_starting_position",
     "read_kinesis_stream",
     "read_source_metrics",

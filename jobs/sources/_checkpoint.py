@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from jobs.sources._client import client_error_code
+from jobs._aws import error_code
 
 METRICS_DIR = "sources/kinesis/metrics"
 
@@ -54,7 +54,7 @@ class _Store:
         try:
             return self.read(rel)
         except Exception as error:
-            if client_error_code(error) in ("NoSuchKey", "404"):
+            if error_code(error) in ("NoSuchKey", "404"):
                 return None
             raise
 

@@ -1,17 +1,17 @@
-"""boto3 client creation, error classification and full-jitter retries for the Kinesis source."""
+"""How the Kinesis source classifies AWS errors and retries its calls (on :mod:`jobs._retry`)."""
 
 from __future__ import annotations
 
 import datetime as dt
-import importlib
-import importlib.util
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from jobs.sources.errors import KinesisReadError, SourceSettingsError, StreamAccessError, StreamNotFoundError
+from jobs._aws import error_code, http_status
+from jobs._retry import Retrier, RetryCounts, RetryPolicy
+from jobs.sources.errors import KinesisReadError, StreamAccessError, StreamNotFoundError
 
 T = TypeVar("T")
 
@@ -36,63 +36,6 @@ ACCESS_CODES = frozenset(
 )
 
 
-def client_error_code(error: BaseException) -> str | None:
-    """The AWS error code of a botocore ClientError, else None."""
-    response = getattr(error, "response", None)
-    if isinstance(response, dict):
-        return response.get("Error", {}).get("Code")
-    return None
-
-
-def http_status(error: BaseException) -> int | None:
-    response = getattr(error, "response", None)
-    if isinstance(response, dict):
-        return response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-    return None
-
-
-def make_client(service: str, *, region: str, endpoint_url: str | None, factory: str | None = None) -> Any:
-    """Return a boto3 client; credentials come from boto3's default chain.
-
-    ``factory`` is an optional ``"module:callable"`` (or ``"/path/file.py:callable"``) path called as ``callable(service, region=...,
-    endpoint_url=...)``: it runs inside Spark's Python processes, where test code cannot monkeypatch, so
-    it is how a caller injects a client (fault injection, custom session) by name.
-    """
-    if factory:
-        module_name, _, attr = factory.rpartition(":")
-        if module_name.endswith(".py"):
-            # A file path works where the module is not on the workers' sys.path (local mode, tests).
-            spec = importlib.util.spec_from_file_location(
-                f"_lakestack_factory_{abs(hash(module_name))}", module_name
-            )
-            if spec is None or spec.loader is None:
-                raise SourceSettingsError(f"expected a Python file for clientFactory, found {module_name!r}.")
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-        else:
-            module = importlib.import_module(module_name)
-        build = getattr(module, attr)
-        return build(service, region=region, endpoint_url=endpoint_url)
-    import boto3
-    import botocore.session
-    from botocore.config import Config
-
-    # Retries are ours (full jitter, counted in the metrics); botocore's own would hide throttling.
-    config = Config(retries={"max_attempts": 1, "mode": "standard"}, connect_timeout=10, read_timeout=30)
-    core = botocore.session.get_session()
-    if service == "kinesis":
-        # botocore turns every ApproximateArrivalTimestamp into a tz-aware datetime (~10 us each, a fifth of
-        # the reader's CPU at 10k records per call); the shard reader converts the raw epoch itself.
-        core.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=_raw_timestamp)
-    return boto3.session.Session(botocore_session=core).client(
-        service, region_name=region, endpoint_url=endpoint_url, config=config
-    )
-
-
-def _raw_timestamp(value: Any) -> Any:
-    return value
-
-
 def epoch_micros(value: Any) -> int:
     """Microseconds since the epoch of a timestamp as botocore returns it (datetime) or raw (number/text)."""
     if isinstance(value, dt.datetime):
@@ -109,35 +52,23 @@ def epoch_micros(value: Any) -> int:
 
 
 @dataclass
-class CallStats:
-    """Counters of one shard's (or one planning round's) Kinesis calls."""
+class CallStats(RetryCounts):
+    """Counters of one shard's (or one planning round's) Kinesis calls: retries, and iterator refreshes."""
 
-    calls: int = 0
-    throttled: int = 0
-    retries: int = 0
     iterator_refreshes: int = 0
 
-    def add(self, other: CallStats) -> None:
-        self.calls += other.calls
-        self.throttled += other.throttled
-        self.retries += other.retries
-        self.iterator_refreshes += other.iterator_refreshes
+    def add(self, other: RetryCounts) -> None:
+        super().add(other)
+        if isinstance(other, CallStats):
+            self.iterator_refreshes += other.iterator_refreshes
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Full-jitter exponential backoff: sleep uniform(0, min(cap, base * 2**attempt))."""
-
-    max_attempts: int = 8
-    base_seconds: float = 0.1
-    cap_seconds: float = 5.0
-
-    def delay(self, attempt: int, rng: random.Random) -> float:
-        return rng.uniform(0.0, min(self.cap_seconds, self.base_seconds * (2**attempt)))
+def is_throttled(error: BaseException) -> bool:
+    return error_code(error) in THROTTLE_CODES
 
 
 def is_retryable(error: BaseException) -> bool:
-    code = client_error_code(error)
+    code = error_code(error)
     if code in THROTTLE_CODES or code in TRANSIENT_CODES:
         return True
     status = http_status(error)
@@ -152,7 +83,7 @@ def is_retryable(error: BaseException) -> bool:
 
 def explain_access_error(error: BaseException, *, stream: str, region: str, endpoint_url: str | None) -> None:
     """Raise a clear source error for a missing stream or bad credentials/region; return otherwise."""
-    code = client_error_code(error)
+    code = error_code(error)
     where = f"region {region!r}" + (f" at endpoint {endpoint_url}" if endpoint_url else "")
     if code == "ResourceNotFoundException":
         raise StreamNotFoundError(
@@ -189,29 +120,21 @@ def call_with_retry(
     sleep: Callable[[float], None] = time.sleep,
     on_retry: Callable[[BaseException], None] | None = None,
 ) -> T:
-    """Call ``fn`` and retry throttling/transient failures with full-jitter backoff.
+    """Call ``fn``, retrying throttling and transient failures under ``policy`` (see :mod:`jobs._retry`).
 
-    ``on_retry`` runs before each retry (e.g. to re-acquire a shard iterator after a 500, which is how the
-    emulator reports a bad iterator). Non-retryable errors propagate unchanged.
+    ``what`` names the call in the error raised once the attempts are spent; ``on_retry`` runs before each
+    retry (e.g. to re-acquire a shard iterator after a 500, which is how the emulator reports a bad one).
+    Non-retryable errors propagate unchanged.
     """
-    attempt = 0
-    while True:
-        stats.calls += 1
-        try:
-            return fn()
-        except Exception as error:
-            if not is_retryable(error):
-                raise
-            if client_error_code(error) in THROTTLE_CODES:
-                stats.throttled += 1
-            if attempt + 1 >= policy.max_attempts:
-                raise KinesisReadError(
-                    f"{what} still failed after {policy.max_attempts} attempts with full-jitter backoff "
-                    f"(last error: {error}). Kinesis kept throttling or failing; lower the read rate "
-                    "(--max-records-per-shard, fewer consumers) or retry the job later."
-                ) from error
-            stats.retries += 1
-            sleep(policy.delay(attempt, rng))
-            attempt += 1
-            if on_retry is not None:
-                on_retry(error)
+
+    def give_up(error: BaseException, attempts: int) -> Exception:
+        return KinesisReadError(
+            f"{what} still failed after {attempts} attempts with full-jitter backoff "
+            f"(last error: {error}). Kinesis kept throttling or failing; lower the read rate "
+            "(--max-records-per-shard, fewer consumers) or retry the job later."
+        )
+
+    retrier = Retrier(
+        policy, retryable=is_retryable, give_up=give_up, throttled=is_throttled, sleep=sleep, rng=rng
+    )
+    return retrier.call(fn, on_retry=on_retry, counts=stats)

@@ -7,6 +7,7 @@ Everything here is Spark-free so it can be unit-tested with a fake client; the S
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import random
 import threading
@@ -15,18 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobs.sources._client import (
-    EXPIRED_CODES,
-    CallStats,
-    RetryPolicy,
-    call_with_retry,
-    client_error_code,
-    epoch_micros,
-    http_status,
-)
+from jobs._aws import error_code, http_status
+from jobs._retry import RetryPolicy
+from jobs.sources._client import EXPIRED_CODES, CallStats, call_with_retry, epoch_micros
+from jobs.sources._offsets import ShardInfo, ShardPosition, StartPosition
 from jobs.sources.errors import DataLossError, KinesisReadError
 
-log = logging.getLogger("lakestack.sources.kinesis")
+log = logging.getLogger(__name__)
 
 # Kinesis allows 5 GetRecords calls per second per shard (shared by all consumers of the shard).
 MIN_SECONDS_BETWEEN_GET_RECORDS = 0.2
@@ -38,26 +34,14 @@ EXPIRY_MARGIN_MS = 10 * 60 * 1000
 MAX_ITERATOR_REFRESHES = 50
 
 
-@dataclass(frozen=True)
-class ShardInfo:
-    """One shard as ListShards reports it."""
-
-    shard_id: str
-    parents: tuple[str, ...]
-    ending_sequence: str | None  # None while the shard is open
-
-
 def list_shards(
     client: Any, stream_name: str, call: Callable[[Callable[[], Any], str], Any]
 ) -> list[ShardInfo]:
     """All shards of the stream (open and closed within retention), paginated, sorted by id."""
     shards: list[ShardInfo] = []
-    token: str | None = None
+    request: dict[str, str] = {"StreamName": stream_name}
     while True:
-        if token:
-            response = call(lambda t=token: client.list_shards(NextToken=t), "ListShards")
-        else:
-            response = call(lambda: client.list_shards(StreamName=stream_name), "ListShards")
+        response = call(functools.partial(client.list_shards, **request), "ListShards")
         for raw in response.get("Shards", []):
             parents = tuple(p for p in (raw.get("ParentShardId"), raw.get("AdjacentParentShardId")) if p)
             ending = raw.get("SequenceNumberRange", {}).get("EndingSequenceNumber")
@@ -65,6 +49,7 @@ def list_shards(
         token = response.get("NextToken")
         if not token:
             return sorted(shards, key=lambda s: s.shard_id)
+        request = {"NextToken": token}
 
 
 @dataclass
@@ -138,17 +123,15 @@ class ShardReader:
         self._now_ms = now_ms or (lambda: int(time.time() * 1000))
         self._rng = random.Random(seed)
 
-    def _iterator(self, shard_id: str, position: dict[str, Any], stats: CallStats) -> str:
+    def _iterator(self, shard_id: str, position: ShardPosition, stats: CallStats) -> str:
         kwargs: dict[str, Any] = {"StreamName": self._stream, "ShardId": shard_id}
-        seq = position.get("seq")
-        start = position.get("from", "TRIM_HORIZON")
-        if seq is not None:
-            kwargs.update(ShardIteratorType="AFTER_SEQUENCE_NUMBER", StartingSequenceNumber=seq)
-        elif start.startswith("AT_TIMESTAMP:"):
-            millis = int(start.split(":", 1)[1])
+        moment = position.start.at_timestamp_ms
+        if position.sequence is not None:
+            kwargs.update(ShardIteratorType="AFTER_SEQUENCE_NUMBER", StartingSequenceNumber=position.sequence)
+        elif moment is not None:
             kwargs.update(
                 ShardIteratorType="AT_TIMESTAMP",
-                Timestamp=dt.datetime.fromtimestamp(millis / 1000, tz=dt.UTC),
+                Timestamp=dt.datetime.fromtimestamp(moment / 1000, tz=dt.UTC),
             )
         else:
             kwargs.update(ShardIteratorType="TRIM_HORIZON")
@@ -160,16 +143,16 @@ class ShardReader:
             rng=self._rng,
             sleep=self._sleep,
         )
-        return response["ShardIterator"]
+        return str(response["ShardIterator"])
 
-    def _check_expiry(self, shard_id: str, position: dict[str, Any], result: ShardRead) -> bool:
+    def _check_expiry(self, shard_id: str, position: ShardPosition, result: ShardRead) -> bool:
         """Return True when the position fell behind the trim horizon (and the loss was tolerated)."""
-        seq, last_ms = position.get("seq"), position.get("ts")
+        seq, last_ms = position.sequence, position.last_arrival_ms
         if seq is None or last_ms is None:
             return False
         if self._now_ms() - int(last_ms) < self._retention_ms - EXPIRY_MARGIN_MS:
             return False
-        iterator = self._iterator(shard_id, {"seq": None, "from": "TRIM_HORIZON"}, result.stats)
+        iterator = self._iterator(shard_id, ShardPosition(), result.stats)
         response = call_with_retry(
             lambda: self._client.get_records(ShardIterator=iterator, Limit=1),
             what=f"GetRecords (trim-horizon probe) on stream {self._stream!r} shard {shard_id}",
@@ -200,7 +183,7 @@ class ShardReader:
     def read(
         self,
         shard_id: str,
-        position: dict[str, Any],
+        position: ShardPosition,
         *,
         closed_end: str | None,
         max_records: int | None = None,
@@ -215,109 +198,165 @@ class ShardReader:
         been read (the emulator never returns a null iterator), or when it answers empty with
         ``MillisBehindLatest == 0``.
         """
-        result = ShardRead()
-        start = dict(position)
-        if self._check_expiry(shard_id, position, result):
-            start = {"seq": None, "from": "TRIM_HORIZON"}
-        last_seq: str | None = position.get("seq")
-        until = int(until_sequence) if until_sequence is not None else None
-        if until is not None and last_seq is not None and int(last_seq) >= until:
-            result.last_sequence = last_seq
-            return result
-        if closed_end is not None and last_seq is not None and int(last_seq) >= int(closed_end):
-            result.finished = True
-            result.last_sequence = last_seq
-            return result
-        iterator: str | None = self._iterator(shard_id, start, result.stats)
-        empty_behind = 0
+        walk = _ShardWalk(
+            self,
+            shard_id,
+            closed_end=closed_end,
+            max_records=max_records,
+            until=int(until_sequence) if until_sequence is not None else None,
+            inline_bytes=inline_bytes,
+        )
+        start = position
+        if self._check_expiry(shard_id, position, walk.result):
+            start = ShardPosition()
+        walk.last_seq = position.sequence
+        if not walk.already_there():
+            walk.run(start)
+        walk.result.last_sequence = walk.last_seq
+        return walk.result
 
-        def refresh(error: BaseException) -> None:
-            nonlocal iterator
-            # AWS says ExpiredIteratorException; the emulator answers any bad iterator with HTTP 500.
-            if client_error_code(error) in EXPIRED_CODES or (http_status(error) or 0) >= 500:
-                resume = {"seq": last_seq, "from": start.get("from")} if last_seq is not None else start
-                result.stats.iterator_refreshes += 1
-                iterator = self._iterator(shard_id, resume, result.stats)
 
-        while iterator is not None:
-            count = len(result.sequence_numbers)
-            if max_records is not None and count >= max_records:
-                break
-            limit = (
-                GET_RECORDS_MAX_LIMIT
-                if max_records is None
-                else min(GET_RECORDS_MAX_LIMIT, max_records - count)
+class _ShardWalk:
+    """One :meth:`ShardReader.read`: the GetRecords loop and when it stops."""
+
+    def __init__(
+        self,
+        reader: ShardReader,
+        shard_id: str,
+        *,
+        closed_end: str | None,
+        max_records: int | None,
+        until: int | None,
+        inline_bytes: int | None,
+    ) -> None:
+        self.reader = reader
+        self.shard_id = shard_id
+        self.closed_end = closed_end
+        self.max_records = max_records
+        self.until = until
+        self.inline_bytes = inline_bytes
+        self.result = ShardRead()
+        self.last_seq: str | None = None
+        self.iterator: str | None = None
+        self._resume_start = StartPosition()
+        self._empty_behind = 0
+
+    def already_there(self) -> bool:
+        """True when the position is already at the replay's end or a closed shard's end."""
+        last = self.last_seq
+        if last is None:
+            return False
+        if self.until is not None and int(last) >= self.until:
+            return True
+        if self.closed_end is not None and int(last) >= int(self.closed_end):
+            self.result.finished = True
+            return True
+        return False
+
+    def run(self, start: ShardPosition) -> None:
+        self._resume_start = start.start
+        self.iterator = self.reader._iterator(self.shard_id, start, self.result.stats)
+        while self.iterator is not None and not self._full():
+            response = self._get_records()
+            if response is None:
+                continue  # the iterator expired and was refreshed
+            if self._take(response):
+                return
+
+    def _full(self) -> bool:
+        return self.max_records is not None and len(self.result.sequence_numbers) >= self.max_records
+
+    def _limit(self) -> int:
+        if self.max_records is None:
+            return GET_RECORDS_MAX_LIMIT
+        return min(GET_RECORDS_MAX_LIMIT, self.max_records - len(self.result.sequence_numbers))
+
+    def _refresh(self, error: BaseException) -> None:
+        # AWS says ExpiredIteratorException; the emulator answers any bad iterator with HTTP 500.
+        if error_code(error) in EXPIRED_CODES or (http_status(error) or 0) >= 500:
+            resume = ShardPosition(self._resume_start, self.last_seq)
+            self.result.stats.iterator_refreshes += 1
+            self.iterator = self.reader._iterator(self.shard_id, resume, self.result.stats)
+
+    def _get_records(self) -> dict[str, Any] | None:
+        reader, iterator, limit = self.reader, self.iterator, self._limit()
+        _PACER.wait(f"{reader._stream}/{self.shard_id}", reader._sleep)
+        try:
+            response: dict[str, Any] = call_with_retry(
+                lambda: reader._client.get_records(ShardIterator=iterator, Limit=limit),
+                what=f"GetRecords on stream {reader._stream!r} shard {self.shard_id}",
+                policy=reader._policy,
+                stats=self.result.stats,
+                rng=reader._rng,
+                sleep=reader._sleep,
+                on_retry=self._refresh,
             )
-            _PACER.wait(f"{self._stream}/{shard_id}", self._sleep)
-            try:
-                response = call_with_retry(
-                    lambda: self._client.get_records(ShardIterator=iterator, Limit=limit),
-                    what=f"GetRecords on stream {self._stream!r} shard {shard_id}",
-                    policy=self._policy,
-                    stats=result.stats,
-                    rng=self._rng,
-                    sleep=self._sleep,
-                    on_retry=refresh,
-                )
-            except Exception as error:
-                if client_error_code(error) not in EXPIRED_CODES:
-                    raise
-                if result.stats.iterator_refreshes >= MAX_ITERATOR_REFRESHES:
-                    raise KinesisReadError(
-                        f"shard iterators for stream {self._stream!r} shard {shard_id} kept expiring "
-                        f"({MAX_ITERATOR_REFRESHES} refreshes in one read). Expected a fresh iterator to "
-                        "work; check the clock and the network latency to Kinesis."
-                    ) from error
-                refresh(error)
-                continue
-            records = response.get("Records", [])
-            behind = response.get("MillisBehindLatest")
-            result.millis_behind_latest = behind
-            iterator = response.get("NextShardIterator")
-            reached_until = False
-            for record in records:
-                seq = record["SequenceNumber"]
-                if until is not None and int(seq) > until:
-                    reached_until = True
-                    break
-                payload = record["Data"]
-                arrival = epoch_micros(record["ApproximateArrivalTimestamp"])
-                result.nbytes += len(payload)
-                if result.inline:
-                    result.data.append(payload)
-                    result.partition_keys.append(record["PartitionKey"])
-                    result.arrival_micros.append(arrival)
-                result.sequence_numbers.append(seq)
-                last_seq = seq
-                result.last_arrival_ms = arrival // 1000
-                if until is not None and int(seq) == until:
-                    reached_until = True
-                    break
-            if result.inline and inline_bytes is not None and result.nbytes > inline_bytes:
-                # Too big to ship inside the task: keep only positions, the executor re-reads the range.
-                result.inline = False
-                result.data, result.partition_keys, result.arrival_micros = [], [], []
-            if reached_until:
-                break
-            if closed_end is not None and last_seq is not None and int(last_seq) >= int(closed_end):
-                result.finished = True
-                break
-            if iterator is None:
-                # Only a closed shard read to its end has no next iterator.
-                result.finished = True
-                break
-            if not records:
-                if not behind:
-                    result.finished = closed_end is not None and until is None
-                    break
-                empty_behind += 1
-                if empty_behind >= MAX_EMPTY_POLLS_BEHIND:
-                    break
-            else:
-                empty_behind = 0
-                if behind == 0 and until is None:
-                    # At the tip as of this call: a planned batch covers what was there when it was planned.
-                    # Chasing records that keep arriving would hold the batch (and its latency) until the cap.
-                    break
-        result.last_sequence = last_seq
-        return result
+        except Exception as error:
+            if error_code(error) not in EXPIRED_CODES:
+                raise
+            if self.result.stats.iterator_refreshes >= MAX_ITERATOR_REFRESHES:
+                raise KinesisReadError(
+                    f"shard iterators for stream {reader._stream!r} shard {self.shard_id} kept expiring "
+                    f"({MAX_ITERATOR_REFRESHES} refreshes in one read). Expected a fresh iterator to "
+                    "work; check the clock and the network latency to Kinesis."
+                ) from error
+            self._refresh(error)
+            return None
+        return response
+
+    def _keep(self, records: list[dict[str, Any]]) -> bool:
+        """Append the records up to the replay's end; True once that end was reached."""
+        result, until = self.result, self.until
+        for record in records:
+            seq = record["SequenceNumber"]
+            if until is not None and int(seq) > until:
+                return True
+            payload = record["Data"]
+            arrival = epoch_micros(record["ApproximateArrivalTimestamp"])
+            result.nbytes += len(payload)
+            if result.inline:
+                result.data.append(payload)
+                result.partition_keys.append(record["PartitionKey"])
+                result.arrival_micros.append(arrival)
+            result.sequence_numbers.append(seq)
+            self.last_seq = seq
+            result.last_arrival_ms = arrival // 1000
+            if until is not None and int(seq) == until:
+                return True
+        return False
+
+    def _take(self, response: dict[str, Any]) -> bool:
+        """Keep one reply's records; True when the walk is over."""
+        result = self.result
+        records = response.get("Records", [])
+        behind = response.get("MillisBehindLatest")
+        result.millis_behind_latest = behind
+        self.iterator = response.get("NextShardIterator")
+        reached_until = self._keep(records)
+        if result.inline and self.inline_bytes is not None and result.nbytes > self.inline_bytes:
+            # Too big to ship inside the task: keep only positions, the executor re-reads the range.
+            result.inline = False
+            result.data, result.partition_keys, result.arrival_micros = [], [], []
+        if reached_until:
+            return True
+        if (
+            self.closed_end is not None
+            and self.last_seq is not None
+            and int(self.last_seq) >= int(self.closed_end)
+        ):
+            result.finished = True
+            return True
+        if self.iterator is None:
+            # Only a closed shard read to its end has no next iterator.
+            result.finished = True
+            return True
+        if not records:
+            if not behind:
+                result.finished = self.closed_end is not None and self.until is None
+                return True
+            self._empty_behind += 1
+            return self._empty_behind >= MAX_EMPTY_POLLS_BEHIND
+        self._empty_behind = 0
+        # At the tip as of this call: a planned batch covers what was there when it was planned. Chasing
+        # records that keep arriving would hold the batch (and its latency) until the cap.
+        return behind == 0 and self.until is None

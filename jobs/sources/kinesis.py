@@ -14,15 +14,13 @@ after a restart (no prefetched data) or a range too large to ship re-reads the e
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 import logging
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
@@ -30,12 +28,24 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType, TimestampType
 
+from jobs._aws import make_client
+from jobs._options import parse_bool
+from jobs._retry import RetryPolicy
 from jobs.sources._checkpoint import last_logged_offset, pinned_start, read_metrics, write_metrics
-from jobs.sources._client import CallStats, RetryPolicy, call_with_retry, explain_access_error, make_client
-from jobs.sources._shards import ShardInfo, ShardRead, ShardReader, list_shards
+from jobs.sources._client import CallStats, call_with_retry, explain_access_error
+from jobs.sources._offsets import (
+    ShardInfo,
+    ShardPosition,
+    StreamOffset,
+    carried_forward,
+    eligible_shards,
+    lost_shards,
+    parse_starting_position,
+)
+from jobs.sources._shards import ShardRead, ShardReader, list_shards
 from jobs.sources.errors import DataLossError, SourceSettingsError
 
-log = logging.getLogger("lakestack.sources.kinesis")
+log = logging.getLogger(__name__)
 
 SCHEMA = StructType(
     [
@@ -46,58 +56,18 @@ SCHEMA = StructType(
         StructField("arrival_time", TimestampType(), False),
     ]
 )
-_ARROW_SCHEMA = pa.schema(
-    [
-        pa.field("data", pa.binary(), nullable=False),
-        pa.field("partition_key", pa.string(), nullable=False),
-        pa.field("shard_id", pa.string(), nullable=False),
-        pa.field("sequence_number", pa.string(), nullable=False),
-        pa.field("arrival_time", pa.timestamp("us", tz="UTC"), nullable=False),
-    ]
-)
+_ARROW_FIELDS: list[pa.Field[Any]] = [
+    pa.field("data", pa.binary(), nullable=False),
+    pa.field("partition_key", pa.string(), nullable=False),
+    pa.field("shard_id", pa.string(), nullable=False),
+    pa.field("sequence_number", pa.string(), nullable=False),
+    pa.field("arrival_time", pa.timestamp("us", tz="UTC"), nullable=False),
+]
+_ARROW_SCHEMA = pa.schema(_ARROW_FIELDS)
 # Ranges bigger than this are re-read by the executor instead of travelling inside the task
 # (spark.rpc.message.maxSize is 128 MiB by default).
 DEFAULT_INLINE_BYTES_PER_SHARD = 32 * 1024 * 1024
 INLINE_BYTES_PER_BATCH = 256 * 1024 * 1024
-
-
-def parse_starting_position(value: str, *, now: dt.datetime | None = None) -> str:
-    """Turn ``trim-horizon`` | ``latest`` | ``at-timestamp=<ISO-8601>`` into the offset's start spec.
-
-    ``latest`` is pinned to the moment the query first plans (AT_TIMESTAMP of now), so a restart before
-    the first batch and a shard that stays empty for a while both keep the same meaning.
-    """
-    text = value.strip()
-    if text == "trim-horizon":
-        return "TRIM_HORIZON"
-    if text == "latest":
-        moment = now or dt.datetime.now(dt.UTC)
-        return f"AT_TIMESTAMP:{int(moment.timestamp() * 1000)}"
-    if text.startswith("at-timestamp="):
-        raw = text.split("=", 1)[1]
-        try:
-            moment = dt.datetime.fromisoformat(raw)
-        except ValueError as error:
-            raise SourceSettingsError(
-                f"expected starting position 'at-timestamp=<ISO-8601>' like 'at-timestamp=2025-01-31T12:00:00Z',"
-                f" found timestamp {raw!r} which is not ISO-8601. Fix --starting-position."
-            ) from error
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=dt.UTC)
-        return f"AT_TIMESTAMP:{int(moment.timestamp() * 1000)}"
-    raise SourceSettingsError(
-        f"expected starting position 'trim-horizon', 'latest' or 'at-timestamp=<ISO-8601>', found {value!r}. "
-        "Fix --starting-position."
-    )
-
-
-def _parse_bool(name: str, value: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered in ("true", "1", "yes"):
-        return True
-    if lowered in ("false", "0", "no"):
-        return False
-    raise SourceSettingsError(f"expected option {name} to be true or false, found {value!r}.")
 
 
 @dataclass(frozen=True)
@@ -141,7 +111,7 @@ class KinesisSourceSettings:
             start=opts.get("start") or parse_starting_position(opts.get("startingposition", "trim-horizon")),
             endpoint_url=opts.get("endpointurl") or None,
             max_records_per_shard=cap,
-            fail_on_data_loss=_parse_bool("failOnDataLoss", opts.get("failondataloss", "true")),
+            fail_on_data_loss=parse_bool(opts.get("failondataloss", "true"), name="failOnDataLoss"),
             client_factory=opts.get("clientfactory") or None,
             max_attempts=attempts,
             inline_bytes_per_shard=inline,
@@ -156,7 +126,7 @@ class ShardRange:
     """
 
     shard_id: str
-    start: dict[str, Any]
+    start: ShardPosition
     end_sequence: str
     arrow: bytes | None = None
 
@@ -171,7 +141,7 @@ class KinesisPartition(InputPartition):
     def __repr__(self) -> str:
         return (
             "KinesisPartition("
-            + ", ".join(f"{r.shard_id}:{r.start.get('seq')}..{r.end_sequence}" for r in self.ranges)
+            + ", ".join(f"{r.shard_id}:{r.start.sequence}..{r.end_sequence}" for r in self.ranges)
             + ")"
         )
 
@@ -210,31 +180,6 @@ def _to_arrow(shard_id: str, read: ShardRead) -> pa.RecordBatch:
     )
 
 
-def _unread_state() -> dict[str, Any]:
-    # A shard the offset has not seen yet (born after the query started) holds only new data.
-    return {"seq": None, "from": "TRIM_HORIZON", "done": False, "ts": None}
-
-
-def _eligible(listed: dict[str, ShardInfo], shards: dict[str, dict[str, Any]]) -> list[ShardInfo]:
-    """Listed shards not read to their end whose listed parents all are: a child waits for its parents."""
-    return [
-        info
-        for shard_id, info in listed.items()
-        if not shards[shard_id]["done"]
-        and all(p not in listed or shards.get(p, {}).get("done") for p in info.parents)
-    ]
-
-
-def _start_key(shard_id: str, state: dict[str, Any]) -> str:
-    return json.dumps([shard_id, state.get("seq"), state.get("from"), state.get("done")])
-
-
-def _after(state: dict[str, Any], read: ShardRead) -> dict[str, Any]:
-    if read.last_sequence is None:
-        return state
-    return {**state, "seq": read.last_sequence, "ts": read.last_arrival_ms}
-
-
 def _merge(first: ShardRead, more: ShardRead) -> ShardRead:
     inline = first.inline and more.inline
     first.stats.add(more.stats)
@@ -263,33 +208,62 @@ def _ipc_bytes(batch: pa.RecordBatch) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
+# What a read-ahead was started from: a plan uses it only when a shard's position is the same.
+_ReadAheadKey = tuple[str, ShardPosition]
+# What a planned range's rows are kept under until partitions() ships them: shard, after, up to.
+_RangeKey = tuple[str, str | None, str]
+
+
+@dataclass
+class _Plan:
+    """One planning round: the shards, where each stands and what was read for it."""
+
+    listed: dict[str, ShardInfo]
+    positions: dict[str, ShardPosition]
+    eligible: list[ShardInfo]
+    lost: list[str]
+    list_stats: CallStats
+    retention_ms: int
+    reads: dict[str, ShardRead] = field(default_factory=dict)
+
+
 class KinesisStreamReader(DataSourceStreamReader):
     """Plans capped micro-batches over a stream's shards; see the module docstring."""
 
     def __init__(self, settings: KinesisSourceSettings) -> None:
         self._settings = settings
+        self._reset()
+
+    def _reset(self) -> None:
         self._lock = threading.RLock()
         self._client: Any = None
         self._s3_client: Any = None
-        self._position: dict[str, Any] | None = None
+        self._position: StreamOffset | None = None
         self._next_batch = 0
-        self._prefetch: dict[tuple[str, str | None, str], bytes] = {}
-        self._initial_offset: dict[str, Any] | None = None
+        self._initial_offset: StreamOffset | None = None
         self._pool: ThreadPoolExecutor | None = None
-        self._prefetched: dict[str, Future[ShardRead]] = {}
+        # Rows of planned ranges, waiting for partitions() to put them inside the tasks.
+        self._planned_rows: dict[_RangeKey, bytes] = {}
+        # Reads of the next batch started while Spark runs this one, by the position they start from.
+        self._read_ahead: dict[_ReadAheadKey, Future[ShardRead]] = {}
 
     # The reader is pickled to executors for read(): ship settings only, never clients or prefetched rows.
     def __getstate__(self) -> dict[str, Any]:
         return {"_settings": self._settings}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["_settings"])
+        self._settings = state["_settings"]
+        self._reset()
 
     def _kinesis(self) -> Any:
         if self._client is None:
             s = self._settings
             self._client = make_client(
-                "kinesis", region=s.region, endpoint_url=s.endpoint_url, factory=s.client_factory
+                "kinesis",
+                region=s.region,
+                endpoint_url=s.endpoint_url,
+                factory=s.client_factory,
+                raw_timestamps=True,
             )
         return self._client
 
@@ -310,49 +284,44 @@ class KinesisStreamReader(DataSourceStreamReader):
             retention_ms=retention_ms,
         )
 
-    def _call(self, fn: Any, what: str) -> Any:
+    def _call(self, fn: Any, what: str, stats: CallStats | None = None) -> Any:
         s = self._settings
         try:
             return call_with_retry(
                 fn,
                 what=f"{what} on stream {s.stream_name!r}",
                 policy=RetryPolicy(max_attempts=s.max_attempts),
-                stats=CallStats(),
+                stats=stats if stats is not None else CallStats(),
                 rng=random.Random(),
             )
         except Exception as error:
             explain_access_error(error, stream=s.stream_name, region=s.region, endpoint_url=s.endpoint_url)
             raise
 
-    def _restore(self) -> dict[str, Any]:
+    def _restore(self) -> StreamOffset:
         if self._position is None:
             s = self._settings
             logged = last_logged_offset(s.checkpoint_location, s.stream_name, self._s3)
             if logged is not None:
                 self._next_batch = logged[0] + 1
-                self._position = logged[1]
+                self._position = StreamOffset.from_json(logged[1])
             else:
                 self._position = self._initial()
         return self._position
 
-    def _initial(self) -> dict[str, Any]:
+    def _initial(self) -> StreamOffset:
         if self._initial_offset is None:
             s = self._settings
             # The start spec is pinned next to the checkpoint the first time: "latest" means the moment the
             # query first ran, even when it stopped before its first batch and Spark logged no offset.
-            start = pinned_start(s.checkpoint_location, s.start, self._s3)
+            start = ShardPosition.from_json({"from": pinned_start(s.checkpoint_location, s.start, self._s3)})
             shards = list_shards(self._kinesis(), s.stream_name, self._call)
-            self._initial_offset = {
-                "stream": s.stream_name,
-                "shards": {
-                    info.shard_id: {"seq": None, "from": start, "done": False, "ts": None} for info in shards
-                },
-            }
+            self._initial_offset = StreamOffset(s.stream_name, {info.shard_id: start for info in shards})
         return self._initial_offset
 
     def initialOffset(self) -> dict[str, Any]:
         with self._lock:
-            return self._initial()
+            return self._initial().to_json()
 
     def latestOffset(self) -> dict[str, Any]:
         with self._lock:
@@ -363,73 +332,93 @@ class KinesisStreamReader(DataSourceStreamReader):
                 self._record_metrics(metrics)
                 self._next_batch += 1
             self._position = end
-            return end
+            return end.to_json()
 
-    def _plan(self, start: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-        s = self._settings
+    def _plan(self, start: StreamOffset) -> tuple[StreamOffset, dict[str, Any]]:
+        """Plan the batch after ``start``: list, check lineage and loss, read each eligible shard."""
         begun = time.monotonic()
+        plan = self._list(start)
+        reader = self._shard_reader(retention_ms=plan.retention_ms)
+        self._read_eligible(plan, reader)
+        end = StreamOffset(self._settings.stream_name, self._advance(plan))
+        self._start_read_ahead(reader, plan.listed, end.shards)
+        return end, self._metrics(plan, time.monotonic() - begun)
+
+    def _list(self, start: StreamOffset) -> _Plan:
+        """DescribeStreamSummary and ListShards; fails (or logs) on shards that expired unfinished."""
+        s = self._settings
         client = self._kinesis()
+        stats = CallStats()
         summary = self._call(
-            lambda: client.describe_stream_summary(StreamName=s.stream_name), "DescribeStreamSummary"
+            lambda: client.describe_stream_summary(StreamName=s.stream_name), "DescribeStreamSummary", stats
         )
         retention_ms = int(summary["StreamDescriptionSummary"].get("RetentionPeriodHours", 24)) * 3_600_000
-        listed = {info.shard_id: info for info in list_shards(client, s.stream_name, self._call)}
-        old: dict[str, dict[str, Any]] = start["shards"]
+        shards = list_shards(client, s.stream_name, lambda fn, what: self._call(fn, what, stats))
+        listed = {info.shard_id: info for info in shards}
         lost: list[str] = []
-        for shard_id, state in old.items():
-            if shard_id not in listed and not state["done"]:
-                gap = (
-                    f"stream {s.stream_name!r} shard {shard_id} expired from the stream (no longer listed) "
-                    f"before it was read to its end; unread records after sequence number {state['seq']} are lost"
+        for shard_id in lost_shards(start, listed):
+            gap = (
+                f"stream {s.stream_name!r} shard {shard_id} expired from the stream (no longer listed) before "
+                f"it was read to its end; unread records after sequence number "
+                f"{start.shards[shard_id].sequence} are lost"
+            )
+            if s.fail_on_data_loss:
+                raise DataLossError(
+                    f"data loss on {gap}. Restart from a new checkpoint or pass --fail-on-data-loss false."
                 )
-                if s.fail_on_data_loss:
-                    raise DataLossError(
-                        f"data loss on {gap}. Restart from a new checkpoint or pass --fail-on-data-loss false."
-                    )
-                log.warning("kinesis source: %s", gap)
-                lost.append(gap)
-        new = {shard_id: dict(old.get(shard_id) or _unread_state()) for shard_id in sorted(listed)}
-        eligible = _eligible(listed, new)
-        reader = self._shard_reader(retention_ms=retention_ms)
+            log.warning("kinesis source: %s", gap)
+            lost.append(gap)
+        positions = carried_forward(start, listed)
+        return _Plan(listed, positions, eligible_shards(listed, positions), lost, stats, retention_ms)
+
+    def _read_eligible(self, plan: _Plan, reader: ShardReader) -> None:
+        """Read every eligible shard up to the cap, starting from a matching read-ahead when there is one."""
         pool = self._executor()
-        futures = {
-            info.shard_id: self._prefetched.pop(_start_key(info.shard_id, new[info.shard_id]), None)
-            or pool.submit(self._read_shard, reader, info, new[info.shard_id], len(eligible))
-            for info in eligible
-        }
-        # Futures of positions the plan moved away from (e.g. after a restart) are not worth waiting for.
-        for stale in self._prefetched.values():
+        shards = len(plan.eligible)
+        futures: dict[str, Future[ShardRead]] = {}
+        for info in plan.eligible:
+            position = plan.positions[info.shard_id]
+            ahead = self._read_ahead.pop((info.shard_id, position), None)
+            futures[info.shard_id] = ahead or pool.submit(self._read_shard, reader, info, position, shards)
+        # Read-aheads of positions the plan moved away from (e.g. after a restart) are not worth waiting for.
+        for stale in self._read_ahead.values():
             stale.cancel()
-        self._prefetched.clear()
-        reads: dict[str, ShardRead] = {}
-        for info in eligible:
+        self._read_ahead.clear()
+        for info in plan.eligible:
             read = futures[info.shard_id].result()
             wanted = self._settings.max_records_per_shard - len(read.sequence_numbers)
             if wanted > 0 and not read.finished and read.lost is None:
                 # The read-ahead may predate records that arrived since: top the batch up to the cap.
                 more = reader.read(
                     info.shard_id,
-                    _after(new[info.shard_id], read),
+                    plan.positions[info.shard_id].after(read.last_sequence, read.last_arrival_ms),
                     closed_end=info.ending_sequence,
                     max_records=wanted,
-                    inline_bytes=self._inline_budget(len(eligible)) - read.nbytes,
+                    inline_bytes=self._inline_budget(shards) - read.nbytes,
                 )
                 read = _merge(read, more)
-            reads[info.shard_id] = read
-        shard_metrics: dict[str, Any] = {}
-        for shard_id, read in reads.items():
-            state = new[shard_id]
+            plan.reads[info.shard_id] = read
+
+    def _advance(self, plan: _Plan) -> dict[str, ShardPosition]:
+        """The end positions; the rows read inline wait in ``_planned_rows`` for :meth:`partitions`."""
+        positions = dict(plan.positions)
+        for shard_id, read in plan.reads.items():
+            position = positions[shard_id]
+            if read.sequence_numbers and read.inline and read.last_sequence is not None:
+                key = (shard_id, position.sequence, read.last_sequence)
+                self._planned_rows[key] = _ipc_bytes(_to_arrow(shard_id, read))
             if read.sequence_numbers:
-                key = (shard_id, state["seq"], read.last_sequence)
-                if read.inline:
-                    self._prefetch[key] = _ipc_bytes(_to_arrow(shard_id, read))
-                state["seq"] = read.last_sequence
-                state["ts"] = read.last_arrival_ms
+                position = position.after(read.last_sequence, read.last_arrival_ms)
             if read.finished:
-                state["done"] = True
+                position = replace(position, done=True)
             if read.lost:
-                lost.append(read.lost)
-            shard_metrics[shard_id] = {
+                plan.lost.append(read.lost)
+            positions[shard_id] = position
+        return positions
+
+    def _metrics(self, plan: _Plan, seconds: float) -> dict[str, Any]:
+        shard_metrics = {
+            shard_id: {
                 "records": len(read.sequence_numbers),
                 "bytes": read.nbytes,
                 "millis_behind_latest": read.millis_behind_latest,
@@ -438,39 +427,41 @@ class KinesisStreamReader(DataSourceStreamReader):
                 "iterator_refreshes": read.stats.iterator_refreshes,
                 "finished": read.finished,
             }
-        end = {"stream": s.stream_name, "shards": {k: new[k] for k in sorted(new)}}
-        self._read_ahead(reader, listed, end["shards"])
-        metrics = {
-            "stream": s.stream_name,
+            for shard_id, read in plan.reads.items()
+        }
+        listing = plan.list_stats
+        return {
+            "stream": self._settings.stream_name,
             "records": sum(m["records"] for m in shard_metrics.values()),
             "bytes": sum(m["bytes"] for m in shard_metrics.values()),
             "throttled": sum(m["throttled"] for m in shard_metrics.values()),
             "retries": sum(m["retries"] for m in shard_metrics.values()),
-            "data_loss_events": len(lost),
-            "data_loss": lost,
-            "planning_seconds": round(time.monotonic() - begun, 3),
+            "data_loss_events": len(plan.lost),
+            "data_loss": plan.lost,
+            "planning_seconds": round(seconds, 3),
+            "listing": {"calls": listing.calls, "throttled": listing.throttled, "retries": listing.retries},
             "shards": shard_metrics,
         }
-        return end, metrics
 
     def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kinesis-read")
         return self._pool
 
-    def _read_ahead(
-        self, reader: ShardReader, listed: dict[str, ShardInfo], shards: dict[str, dict[str, Any]]
+    def _start_read_ahead(
+        self, reader: ShardReader, listed: dict[str, ShardInfo], positions: Mapping[str, ShardPosition]
     ) -> None:
         """Start reading the next batch while Spark runs this one: hides a batch's fixed cost behind I/O.
 
         The read-ahead starts at the end just planned; the next plan uses it only when its start matches.
         """
         pool = self._executor()
-        ready = _eligible(listed, shards)
+        ready = eligible_shards(listed, positions)
         for info in ready:
-            state = shards[info.shard_id]
-            key = _start_key(info.shard_id, state)
-            self._prefetched[key] = pool.submit(self._read_shard, reader, info, dict(state), len(ready))
+            position = positions[info.shard_id]
+            self._read_ahead[(info.shard_id, position)] = pool.submit(
+                self._read_shard, reader, info, position, len(ready)
+            )
 
     def stop(self) -> None:
         if self._pool is not None:
@@ -482,11 +473,11 @@ class KinesisStreamReader(DataSourceStreamReader):
         return min(self._settings.inline_bytes_per_shard, INLINE_BYTES_PER_BATCH // max(1, shards))
 
     def _read_shard(
-        self, reader: ShardReader, info: ShardInfo, state: dict[str, Any], shards: int
+        self, reader: ShardReader, info: ShardInfo, position: ShardPosition, shards: int
     ) -> ShardRead:
         return reader.read(
             info.shard_id,
-            state,
+            position,
             closed_end=info.ending_sequence,
             max_records=self._settings.max_records_per_shard,
             inline_bytes=self._inline_budget(shards),
@@ -509,16 +500,17 @@ class KinesisStreamReader(DataSourceStreamReader):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[KinesisPartition]:
         with self._lock:
+            before = StreamOffset.from_json({"stream": self._settings.stream_name, **start})
+            after = StreamOffset.from_json(end)
             ranges: list[ShardRange] = []
-            before = start.get("shards", {})
-            for shard_id, state in end["shards"].items():
-                first = before.get(shard_id) or _unread_state()
-                if state["seq"] is None or state["seq"] == first["seq"]:
+            for shard_id, position in after.shards.items():
+                first = before.position(shard_id)
+                if position.sequence is None or position.sequence == first.sequence:
                     continue
-                arrow = self._prefetch.pop((shard_id, first["seq"], state["seq"]), None)
-                ranges.append(ShardRange(shard_id, first, state["seq"], arrow))
+                rows = self._planned_rows.pop((shard_id, first.sequence, position.sequence), None)
+                ranges.append(ShardRange(shard_id, first, position.sequence, rows))
             # Whatever was not claimed belongs to a plan Spark dropped; never let it grow.
-            self._prefetch.clear()
+            self._planned_rows.clear()
             return pack_ranges(ranges, task_bytes=self._settings.inline_bytes_per_shard)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -561,7 +553,7 @@ class KinesisDataSource(DataSource):
         return KinesisStreamReader(KinesisSourceSettings.from_options(dict(self.options)))
 
 
-def read_kinesis_stream(
+def read_kinesis_stream(  # noqa: PLR0913 -- keyword-only source options, as DataStreamReader takes them
     spark: SparkSession,
     *,
     stream_name: str,

@@ -6,13 +6,13 @@ import argparse
 import os
 import subprocess
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from lakestack.emulator import free_port
 from lakestack.errors import TargetError
 from loadtest.generators import SCENARIOS
-from loadtest.runner import SHAPEFILE, distributed_extra, locust_command, worker_command
+from loadtest.runner import SHAPEFILE, LocustRun, distributed_extra, worker_command
 from loadtest.shapes import SHAPES
 
 # Workers quit within a second of a normal end; one whose master failed early would wait 60 s for it.
@@ -124,7 +124,7 @@ def build_commands(
         workers = [worker_command(master_port=port) for _ in range(args.workers)]
     if args.shape:
         extra += ["--shape", args.shape, "--shape-users", str(args.users)]
-    command = locust_command(
+    command = LocustRun(
         stream=target.stream,
         region=target.region,
         endpoint_url=target.endpoint_url,
@@ -139,7 +139,7 @@ def build_commands(
         csv_prefix=str(out_dir / "locust"),
         html=str(out_dir / "locust.html"),
         extra=extra,
-    )
+    ).argv()
     if args.shape:
         # The shape class lives in its own file so plain runs keep --users; it also owns the run time.
         command[command.index("-f") + 1] += f",{SHAPEFILE}"
@@ -152,7 +152,7 @@ def build_commands(
 def run_load(args: argparse.Namespace) -> int:
     """Handler of ``lakestack load``: resolve the target, run Locust (and its workers), return its status."""
     target = resolve_target(args.target, state_dir=args.state_dir)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out_dir = Path(args.out_dir or f"reports/load-{stamp}")
     out_dir.mkdir(parents=True, exist_ok=True)
     command, worker_commands = build_commands(args, target, out_dir)

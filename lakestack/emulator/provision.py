@@ -14,28 +14,28 @@ EMULATOR_CREDENTIALS: Mapping[str, str] = {
 }
 
 
-def _client(service: str, endpoint_url: str, region: str) -> Any:
+def emulator_client(service: str, endpoint_url: str, region: str) -> Any:
+    """A boto3 client of the emulator, with the emulator's dummy credentials (never the user's)."""
     import boto3
 
-    return boto3.client(
-        service,
-        endpoint_url=endpoint_url,
-        region_name=region,
+    session = boto3.session.Session(
         aws_access_key_id=EMULATOR_CREDENTIALS["AWS_ACCESS_KEY_ID"],
         aws_secret_access_key=EMULATOR_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        region_name=region,
     )
+    return session.client(service, endpoint_url=endpoint_url)  # type: ignore[call-overload]
 
 
 def provision(endpoint_url: str, stack: StackSettings) -> None:
     """Create the on-demand stream and the encrypted, private buckets of a stack (idempotent)."""
-    kinesis = _client("kinesis", endpoint_url, stack.region)
+    kinesis = emulator_client("kinesis", endpoint_url, stack.region)
     existing = kinesis.list_streams().get("StreamNames", [])
     if stack.stream_name not in existing:
         kinesis.create_stream(StreamName=stack.stream_name, StreamModeDetails={"StreamMode": "ON_DEMAND"})
     kinesis.get_waiter("stream_exists").wait(
         StreamName=stack.stream_name, WaiterConfig={"Delay": 0.2, "MaxAttempts": 50}
     )
-    s3 = _client("s3", endpoint_url, stack.region)
+    s3 = emulator_client("s3", endpoint_url, stack.region)
     have = {bucket["Name"] for bucket in s3.list_buckets().get("Buckets", [])}
     for bucket in stack.bucket_names.values():
         if bucket in have:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 _WRITE_LOCK = threading.Lock()
+_patched = False
 
 
 def patch_kinesis() -> None:
@@ -21,9 +22,10 @@ def patch_kinesis() -> None:
     demo's reconciliation would (rightly) report. moto also finds that highest number by listing every key,
     which makes filling a shard quadratic.
     """
+    global _patched
     from moto.kinesis import models
 
-    if getattr(models.Shard, "_lakestack_patched", False):
+    if _patched:
         return
     original = models.Shard.put_record
 
@@ -31,10 +33,17 @@ def patch_kinesis() -> None:
         with _WRITE_LOCK:
             return original(self, partition_key, data, explicit_hash_key)
 
-    models.Shard.put_record = put_record
-    models.Shard.get_max_sequence_number = lambda self: next(reversed(self.records)) if self.records else 0
-    models.Shard.get_min_sequence_number = lambda self: next(iter(self.records)) if self.records else 0
-    models.Shard._lakestack_patched = True
+    def max_sequence_number(self: Any) -> int:
+        return next(reversed(self.records)) if self.records else 0
+
+    def min_sequence_number(self: Any) -> int:
+        return next(iter(self.records)) if self.records else 0
+
+    # setattr: replacing methods of a class we do not own is the point here.
+    setattr(models.Shard, "put_record", put_record)  # noqa: B010
+    setattr(models.Shard, "get_max_sequence_number", max_sequence_number)  # noqa: B010
+    setattr(models.Shard, "get_min_sequence_number", min_sequence_number)  # noqa: B010
+    _patched = True
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from loadtest.errors import RecordTooLargeError
@@ -49,16 +50,25 @@ class EntryFailure(Exception):
     """Passed to Locust's request event for each entry that was not accepted (not raised)."""
 
 
-class Producer:
-    """Reports calls and records to Locust as ``request_type`` requests, with the ``_context()`` target."""
+OnAcknowledged = Callable[[list[Acknowledged]], None]
+
+
+class Producer(ABC):
+    """Sends batches of events to one stream and reports calls and records to Locust as ``request_type``
+    requests, with the ``_context()`` target."""
 
     request_type: str
 
     def __init__(self, *, fire: RequestFire | None = None) -> None:
         self._fire = fire
 
+    @abstractmethod
+    def send(self, batch: Sequence[Event], *, on_acknowledged: OnAcknowledged | None = None) -> SendResult:
+        """Send one batch; ``on_acknowledged`` gets the accepted entries as soon as the stream confirms them."""
+
+    @abstractmethod
     def _context(self) -> dict[str, str]:
-        raise NotImplementedError
+        """What the requests reported to Locust target (stream or topic)."""
 
     def _report(
         self, name: str, started: float, elapsed_ms: float, length: int, exc: Exception | None

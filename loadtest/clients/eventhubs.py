@@ -13,6 +13,7 @@ from typing import Any
 from loadtest.clients._base import (
     Acknowledged,
     EntryFailure,
+    OnAcknowledged,
     Producer,
     Rejected,
     RequestFire,
@@ -67,7 +68,7 @@ class EventHubsProducer(Producer):
     def _context(self) -> dict[str, str]:
         return {"topic": self.topic}
 
-    def send(self, batch: Sequence[Event]) -> SendResult:
+    def send(self, batch: Sequence[Event], *, on_acknowledged: OnAcknowledged | None = None) -> SendResult:
         """Produce the batch and flush; sort messages into acknowledged and failed by delivery report.
 
         The Kafka client retries on its own (idempotent producer), so each failure here is final.
@@ -113,4 +114,6 @@ class EventHubsProducer(Producer):
             else:
                 result.failed.append(Rejected(event, "KafkaError", str(err)))
                 self._report("record", started, elapsed, record_size(event), EntryFailure(str(err)))
+        if on_acknowledged is not None and result.acknowledged:
+            on_acknowledged(result.acknowledged)
         return result

@@ -17,6 +17,7 @@ from typing import Any
 from loadtest.clients._base import (
     Acknowledged,
     EntryFailure,
+    OnAcknowledged,
     Producer,
     Rejected,
     RequestFire,
@@ -83,21 +84,23 @@ def batch_events(
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Full-jitter exponential backoff: sleep uniform(0, min(cap, base * 2**attempt)).
+    """Full-jitter exponential backoff: sleep uniform(0, min(max_delay_s, base_delay_s * 2**retry)).
+
+    The same fields as the jobs' policy (``jobs._retry.RetryPolicy``); the load generator ships on its own.
 
     Attributes:
         max_attempts: total PutRecords attempts per entry, the first one included.
-        base_delay: seconds; the backoff ceiling of the first retry.
-        max_delay: seconds; the backoff ceiling never grows past this.
+        base_delay_s: the backoff ceiling of the first retry.
+        max_delay_s: the backoff ceiling never grows past this.
     """
 
     max_attempts: int = 5
-    base_delay: float = 0.05
-    max_delay: float = 2.0
+    base_delay_s: float = 0.05
+    max_delay_s: float = 2.0
 
     def delay(self, retry: int, rng: random.Random) -> float:
         """Seconds to wait before retry number ``retry`` (0 for the first retry)."""
-        return rng.uniform(0, min(self.max_delay, self.base_delay * 2**retry))
+        return rng.uniform(0, min(self.max_delay_s, self.base_delay_s * 2**retry))
 
 
 class KinesisProducer(Producer):
@@ -144,7 +147,7 @@ class KinesisProducer(Producer):
         except Exception as exc:  # botocore raises many unrelated types; each is reported, not swallowed.
             elapsed = (time.perf_counter() - t0) * 1000
             self._report("call", started, elapsed, length, exc)
-            if _error_code(exc) == "ResourceNotFoundException":
+            if aws_error_code(exc) == "ResourceNotFoundException":
                 raise StreamNotFoundError(
                     f"stream {self.stream_name!r}: expected it to exist at the endpoint, found none "
                     f"({exc}). Create it (`lakestack local up`, `pulumi up`) or pass --stream."
@@ -165,7 +168,7 @@ class KinesisProducer(Producer):
         self,
         batch: Sequence[Event],
         *,
-        on_acknowledged: Callable[[list[Acknowledged]], None] | None = None,
+        on_acknowledged: OnAcknowledged | None = None,
     ) -> SendResult:
         """Send one batch (<= 500 entries, <= 5 MiB), resending only the entries that failed.
 
@@ -184,39 +187,14 @@ class KinesisProducer(Producer):
             records, exc = self._call(pending)
             result.calls += 1
             attempt += 1
-            retry_next: list[Event] = []
-            final: list[Rejected] = []
             if records is None:
-                code = _error_code(exc) or type(exc).__name__
-                if code == THROTTLED:
-                    result.throttled_attempts += len(pending)
-                target = retry_next if _call_retryable(exc) else final
-                for event in pending:
-                    if target is retry_next:
-                        retry_next.append(event)
-                    else:
-                        final.append(Rejected(event, code, str(exc)))
+                retry_next = self._sort_call_failure(pending, exc, result)
             else:
-                accepted: list[Acknowledged] = []
-                for event, rec in zip(pending, records, strict=True):
-                    code = rec.get("ErrorCode")
-                    if not code:
-                        accepted.append(Acknowledged(event, rec["ShardId"], rec["SequenceNumber"]))
-                        continue
-                    if code == THROTTLED:
-                        result.throttled_attempts += 1
-                    if code in RETRYABLE_ENTRY_ERRORS:
-                        retry_next.append(event)
-                    else:
-                        final.append(Rejected(event, code, rec.get("ErrorMessage", "")))
-                result.acknowledged.extend(accepted)
-                if on_acknowledged is not None and accepted:
-                    on_acknowledged(accepted)
-            result.failed.extend(final)
+                retry_next = self._sort_entries(pending, records, result, on_acknowledged)
             if retry_next and attempt >= self._retry.max_attempts:
-                reason = "throttled or failed"
                 result.failed.extend(
-                    Rejected(e, "RetriesExhausted", f"{reason} on all {attempt} attempts") for e in retry_next
+                    Rejected(e, "RetriesExhausted", f"throttled or failed on all {attempt} attempts")
+                    for e in retry_next
                 )
                 retry_next = []
             if retry_next:
@@ -224,16 +202,68 @@ class KinesisProducer(Producer):
             pending = retry_next
         return result
 
+    @staticmethod
+    def _sort_call_failure(pending: list[Event], exc: Exception | None, result: SendResult) -> list[Event]:
+        """A failed call: every pending entry is retried, or failed when the error is final."""
+        code = aws_error_code(exc) or type(exc).__name__
+        if code == THROTTLED:
+            result.throttled_attempts += len(pending)
+        if _call_retryable(exc):
+            return list(pending)
+        result.failed.extend(Rejected(event, code, str(exc)) for event in pending)
+        return []
 
-def _error_code(exc: BaseException | None) -> str | None:
+    @staticmethod
+    def _sort_entries(
+        pending: list[Event],
+        records: list[dict[str, Any]],
+        result: SendResult,
+        on_acknowledged: OnAcknowledged | None,
+    ) -> list[Event]:
+        """A reply: accepted entries are acknowledged, retryable ones returned, the rest failed."""
+        retry_next: list[Event] = []
+        accepted: list[Acknowledged] = []
+        for event, rec in zip(pending, records, strict=True):
+            entry_code: str | None = rec.get("ErrorCode")
+            if not entry_code:
+                accepted.append(Acknowledged(event, rec["ShardId"], rec["SequenceNumber"]))
+                continue
+            if entry_code == THROTTLED:
+                result.throttled_attempts += 1
+            if entry_code in RETRYABLE_ENTRY_ERRORS:
+                retry_next.append(event)
+            else:
+                result.failed.append(Rejected(event, entry_code, rec.get("ErrorMessage", "")))
+        result.acknowledged.extend(accepted)
+        if on_acknowledged is not None and accepted:
+            on_acknowledged(accepted)
+        return retry_next
+
+
+def aws_error_code(exc: BaseException | None) -> str | None:
+    """The AWS error code of a botocore ``ClientError`` (e.g. ``ResourceNotFoundException``), else None."""
     response = getattr(exc, "response", None)
     if isinstance(response, dict):
-        return response.get("Error", {}).get("Code")
+        code = response.get("Error", {}).get("Code")
+        return None if code is None else str(code)
     return None
 
 
+def make_kinesis_client(*, region: str, endpoint_url: str | None) -> Any:
+    """A boto3 Kinesis client with botocore's own retries off: the producer retries, and reports every try."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "kinesis",
+        region_name=region,
+        endpoint_url=endpoint_url,
+        config=Config(retries={"total_max_attempts": 1}, max_pool_connections=50),
+    )
+
+
 def _call_retryable(exc: BaseException | None) -> bool:
-    code = _error_code(exc)
+    code = aws_error_code(exc)
     if code is not None:
         return code in RETRYABLE_CALL_ERRORS
     # No service error code: a transport problem (connection reset, timeout) - worth another try.

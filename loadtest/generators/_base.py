@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from loadtest.events import Event, iso_utc, seeded_uuid4
@@ -11,7 +11,7 @@ from loadtest.partitioning import PartitionStrategy, partition_key
 
 
 def utc_now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def dumps(payload: dict[str, Any]) -> bytes:

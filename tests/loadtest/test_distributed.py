@@ -10,7 +10,7 @@ import pytest
 
 from lakestack.emulator import free_port
 from loadtest.ledger import read_ledger
-from loadtest.runner import distributed_extra, locust_command, worker_command
+from loadtest.runner import LocustRun, distributed_extra, worker_command
 
 pytestmark = pytest.mark.slow
 
@@ -40,7 +40,7 @@ def test_distributed_run_with_two_workers_delivers_every_ledger_id(moto_endpoint
     client.create_stream(StreamName=unique_name, StreamModeDetails={"StreamMode": "ON_DEMAND"})
     client.get_waiter("stream_exists").wait(StreamName=unique_name)
     port = free_port()
-    master = locust_command(
+    master = LocustRun(
         stream=unique_name,
         region="us-east-1",
         endpoint_url=moto_endpoint,
@@ -51,7 +51,7 @@ def test_distributed_run_with_two_workers_delivers_every_ledger_id(moto_endpoint
         max_events=1234,
         batch_size=50,
         extra=[*distributed_extra(workers=2, master_port=port), "--only-summary"],
-    )
+    ).argv()
     procs = [subprocess.Popen(master, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)]
     procs += [
         subprocess.Popen(
@@ -80,14 +80,14 @@ def test_distributed_run_with_two_workers_delivers_every_ledger_id(moto_endpoint
 
 
 def test_missing_stream_exits_2_with_a_clear_message(moto_endpoint, tmp_path):
-    argv = locust_command(
+    argv = LocustRun(
         stream="no-such-stream",
         region="us-east-1",
         endpoint_url=moto_endpoint,
         ledger_dir=str(tmp_path),
         max_events=10,
         run_time="20s",
-    )
+    ).argv()
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
 
     assert done.returncode == 2

@@ -80,8 +80,12 @@ def test_kafka_config_uses_the_event_hubs_sasl_convention():
     }
 
 
-def test_kafka_config_is_accepted_by_confluent_kafka():
-    producer_class = pytest.importorskip("confluent_kafka").Producer
-
+def test_kafka_config_is_accepted_by_confluent_kafka_which_refuses_a_wrong_one():
+    kafka = pytest.importorskip("confluent_kafka")
+    config = kafka_config("127.0.0.1:1", "Endpoint=sb://ns/;SharedAccessKey=k")
     # Building the client validates every setting name and value; no broker is contacted until a send.
-    producer_class(kafka_config("127.0.0.1:1", "Endpoint=sb://ns/;SharedAccessKey=k"))
+    producer = kafka.Producer({**config, "socket.connection.setup.timeout.ms": 1000})
+    assert isinstance(producer, kafka.Producer)
+    # The check has teeth: the same settings with one wrong value are refused, naming it.
+    with pytest.raises(kafka.KafkaException, match="Unsupported SASL mechanism: PLAN"):
+        kafka.Producer({**config, "sasl.mechanism": "PLAN"})

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -10,7 +10,7 @@ from loadtest.generators import make_generator
 
 
 def clock() -> datetime:
-    return datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=timezone.utc)
+    return datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 
 
 def test_sales_events_are_seeded_and_carry_the_contract_fields():

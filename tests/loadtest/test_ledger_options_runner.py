@@ -10,7 +10,7 @@ import loadtest.users  # noqa: F401  (registers lakestack's options on Locust's 
 from loadtest.errors import LoadTestError, OptionError
 from loadtest.ledger import LedgerEntry, LedgerWriter, ledger_file_name, read_ledger
 from loadtest.options import LoadSettings, settings_from_options
-from loadtest.runner import LOCUSTFILE, distributed_extra, locust_command, worker_command
+from loadtest.runner import LOCUSTFILE, LocustRun, distributed_extra, worker_command
 
 
 def test_ledger_round_trip_over_a_directory(tmp_path):
@@ -81,7 +81,7 @@ def test_bad_options_are_refused_with_the_flag_named(argv, message):
 
 
 def test_locust_command_contract():
-    argv = locust_command(
+    argv = LocustRun(
         stream="s",
         region="us-east-1",
         endpoint_url="http://127.0.0.1:5000",
@@ -92,7 +92,7 @@ def test_locust_command_contract():
         csv_prefix="/r/locust",
         html="/r/locust.html",
         extra=["--only-summary"],
-    )
+    ).argv()
     assert argv == [
         sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--users", "2", "--spawn-rate", "2",
         "--stream", "s", "--region", "us-east-1", "--scenario", "sales", "--batch-size", "100",
@@ -105,7 +105,7 @@ def test_locust_command_contract():
 
 def test_locust_command_refuses_bad_values():
     with pytest.raises(OptionError, match=r"batch_size: expected 1 to 500"):
-        locust_command(stream="s", region="r", endpoint_url=None, ledger_dir="d", batch_size=0)
+        LocustRun(stream="s", region="r", endpoint_url=None, ledger_dir="d", batch_size=0).argv()
 
 
 def test_distributed_commands():

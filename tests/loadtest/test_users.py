@@ -3,24 +3,21 @@
 from __future__ import annotations
 
 import random
+from typing import ClassVar
 
 from locust import events, task
 from locust.argument_parser import parse_options
 from locust.env import Environment
 
+from loadtest.clients._base import Producer
 from loadtest.clients.kinesis import MAX_BYTES_PER_RECORD, KinesisProducer
 from loadtest.events import Event
+from loadtest.generators import Generator
 from loadtest.ledger import read_ledger
-from loadtest.quota import Quota
+from loadtest.options import LoadSettings
 from loadtest.users import KinesisUser, process_state
 
 THROTTLED = "ProvisionedThroughputExceededException"
-
-
-class Load(KinesisUser):
-    @task
-    def put(self) -> None:
-        self.send_batch()
 
 
 class ScriptedGenerator:
@@ -55,39 +52,50 @@ class FakeKinesis:
         }
 
 
+class Load(KinesisUser):
+    """The Kinesis user with its two seams filled: a scripted generator and a producer on a fake stream."""
+
+    stream = FakeKinesis([[None, THROTTLED, None], [None]])
+    script: ClassVar[list[Event]] = [
+        Event("e0", "2026-01-01T00:00:00.000000Z", "k0", b"{}"),
+        Event("big", "2026-01-01T00:00:00.000001Z", "k1", b"x" * MAX_BYTES_PER_RECORD),
+        Event("e2", "2026-01-01T00:00:00.000002Z", "k2", b"{}"),
+        Event("e3", "2026-01-01T00:00:00.000003Z", "k3", b"{}"),
+    ]
+
+    def make_generator(self, settings: LoadSettings, *, seed: int | None) -> Generator:
+        return ScriptedGenerator(self.script)
+
+    def make_producer(self, settings: LoadSettings) -> Producer:
+        fire = self.environment.events.request.fire
+        return KinesisProducer(
+            self.stream, settings.stream, fire=fire, sleep=lambda _: None, rng=random.Random(0)
+        )
+
+    @task
+    def put(self) -> None:
+        self.send_batch()
+
+
 def test_batch_with_an_oversized_event_and_a_throttled_entry(tmp_path):
     options = parse_options(
         ["--stream", "s", "--batch-size", "4", "--max-events", "4", "--ledger", str(tmp_path)]
     )
     env = Environment(user_classes=[Load], parsed_options=options, events=events)  # lakestack's listeners
     env.create_local_runner()
-    state = process_state(env)
-    state.quota = Quota(max_events=4)
-    state.limited = True
+    env.events.test_start.fire(environment=env)  # the runner's quota: --max-events 4
     user = Load(env)
     user.on_start()
-    fake = FakeKinesis([[None, THROTTLED, None], [None]])
-    user.producer = KinesisProducer(
-        fake, "s", fire=env.events.request.fire, sleep=lambda _: None, rng=random.Random(0)
-    )
-    user.generator = ScriptedGenerator(
-        [
-            Event("e0", "2026-01-01T00:00:00.000000Z", "k0", b"{}"),
-            Event("big", "2026-01-01T00:00:00.000001Z", "k1", b"x" * MAX_BYTES_PER_RECORD),
-            Event("e2", "2026-01-01T00:00:00.000002Z", "k2", b"{}"),
-            Event("e3", "2026-01-01T00:00:00.000003Z", "k3", b"{}"),
-        ]
-    )
-
-    state.generators[-1] = user.generator  # its ground truth is written at exit
     user.send_batch()
 
+    fake = Load.stream
     assert fake.sent == [["k0", "k2", "k3"], ["k2"]]  # the oversized event never left; only k2 was resent
     assert [(e.event_id, e.sequence_number) for e in read_ledger(tmp_path)] == [
         ("e0", "100"),
         ("e3", "102"),
         ("e2", "100"),
     ]
+    state = process_state(env)
     assert (state.quota.acknowledged, state.quota.failed) == (3, 1)
     records = env.stats.get("record", "PutRecords")
     assert (records.num_requests, records.num_failures) == (5, 2)  # 3 + 1 sent, 1 throttled, 1 refused

@@ -15,8 +15,8 @@ from jobs.lake import (
     LakeEngine,
     LakeTableNotFoundError,
     MergeResult,
-    SchemaMismatchError,
     TableProtocol,
+    TableSchemaError,
     storage_options_for,
 )
 
@@ -52,31 +52,31 @@ def ids_of(table: pa.Table) -> list[int]:
 
 def test_replaying_a_batch_changes_nothing(engine, tmp_path):
     uri = str(tmp_path / "t")
-    first = engine.append(uri, events([1, 2]), app_id="app", batch_id=0)
-    replay = engine.append(uri, events([1, 2]), app_id="app", batch_id=0)
+    first = engine.table(uri).append(events([1, 2]), app_id="app", batch_id=0)
+    replay = engine.table(uri).append(events([1, 2]), app_id="app", batch_id=0)
     assert (first.committed, first.table_version, first.rows) == (True, 0, 2)
     assert (replay.committed, replay.table_version, replay.rows) == (False, 0, 0)
-    assert engine.version(uri) == 0
-    assert ids_of(engine.read(uri)) == [1, 2]
+    assert engine.table(uri).version() == 0
+    assert ids_of(engine.table(uri).read()) == [1, 2]
 
 
 def test_transaction_ids_are_per_app(engine, tmp_path):
     uri = str(tmp_path / "t")
-    engine.append(uri, events([1]), app_id="a", batch_id=5)
-    engine.append(uri, events([2]), app_id="b", batch_id=0)
-    engine.append(uri, events([3]), app_id="a", batch_id=4)
-    assert engine.transaction_version(uri, "a") == 5
-    assert engine.transaction_version(uri, "b") == 0
-    assert engine.transaction_version(uri, "c") is None
-    assert ids_of(engine.read(uri)) == [1, 2]
+    engine.table(uri).append(events([1]), app_id="a", batch_id=5)
+    engine.table(uri).append(events([2]), app_id="b", batch_id=0)
+    engine.table(uri).append(events([3]), app_id="a", batch_id=4)
+    assert engine.table(uri).transaction_version("a") == 5
+    assert engine.table(uri).transaction_version("b") == 0
+    assert engine.table(uri).transaction_version("c") is None
+    assert ids_of(engine.table(uri).read()) == [1, 2]
 
 
 def test_commits_record_app_and_batch(engine, tmp_path):
     uri = str(tmp_path / "t")
     before = datetime.now(UTC) - timedelta(seconds=5)
-    engine.append(uri, events([1]), app_id="ingest", batch_id=7)
-    engine.append(uri, events([2]), app_id="ingest", batch_id=8)
-    commits = engine.commits(uri)
+    engine.table(uri).append(events([1]), app_id="ingest", batch_id=7)
+    engine.table(uri).append(events([2]), app_id="ingest", batch_id=8)
+    commits = engine.table(uri).commits()
     assert [(c.version, c.operation, c.app_id, c.batch_id) for c in commits] == [
         (0, "WRITE", "ingest", 7),
         (1, "WRITE", "ingest", 8),
@@ -86,10 +86,10 @@ def test_commits_record_app_and_batch(engine, tmp_path):
 
 def test_missing_table_is_reported(engine, tmp_path):
     uri = str(tmp_path / "none")
-    assert engine.version(uri) is None
-    assert engine.transaction_version(uri, "app") is None
+    assert engine.table(uri).version() is None
+    assert engine.table(uri).transaction_version("app") is None
     with pytest.raises(LakeTableNotFoundError, match="expected a Delta table at"):
-        engine.commits(uri)
+        engine.table(uri).commits()
 
 
 # -- schema ------------------------------------------------------------------------------------------------
@@ -97,31 +97,31 @@ def test_missing_table_is_reported(engine, tmp_path):
 
 def test_strict_schema_names_the_columns_that_differ(engine, tmp_path):
     uri = str(tmp_path / "t")
-    engine.append(uri, events([1]), app_id="app", batch_id=0)
+    engine.table(uri).append(events([1]), app_id="app", batch_id=0)
     wrong = pa.table({"id": pa.array(["2"], pa.string()), "name": ["y"], "extra": [1.0]})
-    with pytest.raises(SchemaMismatchError) as caught:
-        engine.append(uri, wrong, app_id="app", batch_id=1)
+    with pytest.raises(TableSchemaError) as caught:
+        engine.table(uri).append(wrong, app_id="app", batch_id=1)
     assert caught.value.missing == ["ts"]
     assert caught.value.extra == ["extra"]
     assert caught.value.changed == [("id", "long", "string")]
     assert "missing from the data: ts" in str(caught.value)
-    assert engine.version(uri) == 0
+    assert engine.table(uri).version() == 0
 
 
 def test_merge_schema_adds_columns(engine, tmp_path):
     uri = str(tmp_path / "t")
-    engine.append(uri, events([1]), app_id="app", batch_id=0)
+    engine.table(uri).append(events([1]), app_id="app", batch_id=0)
     wider = events([2]).append_column("score", pa.array([0.5]))
-    engine.append(uri, wider, app_id="app", batch_id=1, schema_mode="merge")
-    rows = sorted(engine.read(uri, columns=["id", "score"]).to_pylist(), key=lambda r: r["id"])
+    engine.table(uri).append(wider, app_id="app", batch_id=1, schema_mode="merge")
+    rows = sorted(engine.table(uri).read(columns=["id", "score"]).to_pylist(), key=lambda r: r["id"])
     assert rows == [{"id": 1, "score": None}, {"id": 2, "score": 0.5}]
 
 
 def test_naive_timestamps_are_stored_time_zone_aware(engine, tmp_path):
     uri = str(tmp_path / "t")
     naive = pa.table({"id": [1], "ts": pa.array([datetime(2026, 5, 1, 12, 0)], pa.timestamp("ns"))})
-    engine.append(uri, naive, app_id="app", batch_id=0)
-    back = engine.read(uri)
+    engine.table(uri).append(naive, app_id="app", batch_id=0)
+    back = engine.table(uri).read()
     assert back.schema.field("ts").type == pa.timestamp("us", tz="UTC")
     assert back.column("ts").to_pylist() == [datetime(2026, 5, 1, 12, 0, tzinfo=UTC)]
 
@@ -132,12 +132,12 @@ def test_naive_timestamps_are_stored_time_zone_aware(engine, tmp_path):
 def test_partitioned_by_event_date(engine, tmp_path):
     uri = tmp_path / "t"
     data = pa.table({"id": [1, 2, 3], "event_date": [date(2026, 1, 1), date(2026, 1, 2), date(2026, 1, 1)]})
-    engine.append(str(uri), data, app_id="app", batch_id=0, partition_by=["event_date"])
+    engine.table(str(uri)).append(data, app_id="app", batch_id=0, partition_by=["event_date"])
     assert sorted(p.name for p in uri.iterdir() if p.is_dir() and not p.name.startswith("_")) == [
         "event_date=2026-01-01",
         "event_date=2026-01-02",
     ]
-    assert ids_of(engine.read(str(uri))) == [1, 2, 3]
+    assert ids_of(engine.table(str(uri)).read()) == [1, 2, 3]
 
 
 # -- MERGE -------------------------------------------------------------------------------------------------
@@ -154,13 +154,13 @@ def orders(rows: list[tuple[int, str, int, bool]]) -> pa.Table:
 def merge_orders(
     engine: LakeEngine, uri: str, rows: list[tuple[int, str, int, bool]], **kwargs
 ) -> MergeResult:
-    return engine.merge(
-        uri, orders(rows), keys=["order_id"], precombine="order_ts", delete_column="deleted", **kwargs
+    return engine.table(uri).merge(
+        orders(rows), keys=["order_id"], precombine="order_ts", delete_column="deleted", **kwargs
     )
 
 
 def table_rows(engine: LakeEngine, uri: str) -> list[tuple]:
-    return sorted((r["order_id"], r["status"], r["order_ts"]) for r in engine.read(uri).to_pylist())
+    return sorted((r["order_id"], r["status"], r["order_ts"]) for r in engine.table(uri).read().to_pylist())
 
 
 def test_merge_latest_precombine_wins_with_out_of_order_and_duplicate_keys(engine, tmp_path):
@@ -181,7 +181,7 @@ def test_merge_latest_precombine_wins_with_out_of_order_and_duplicate_keys(engin
     )
     assert table_rows(engine, uri) == [(1, "shipped", 30), (2, "new", 10), (4, "dup-b", 50)]
     assert (result.source_rows, result.inserted, result.updated, result.deleted) == (7, 1, 1, 1)
-    assert engine.read(uri).column_names == ["order_id", "status", "order_ts"]
+    assert engine.table(uri).read().column_names == ["order_id", "status", "order_ts"]
 
 
 def test_merge_older_delete_is_ignored_and_replay_is_skipped(engine, tmp_path):
@@ -191,7 +191,7 @@ def test_merge_older_delete_is_ignored_and_replay_is_skipped(engine, tmp_path):
     again = merge_orders(engine, uri, [(1, "new", 99, False)], app_id="cdc", batch_id=1)
     assert again.committed is False
     assert table_rows(engine, uri) == [(1, "new", 10)]
-    assert [(c.app_id, c.batch_id) for c in engine.commits(uri)][-1] == ("cdc", 1)
+    assert [(c.app_id, c.batch_id) for c in engine.table(uri).commits()][-1] == ("cdc", 1)
 
 
 # -- maintenance -------------------------------------------------------------------------------------------
@@ -200,28 +200,28 @@ def test_merge_older_delete_is_ignored_and_replay_is_skipped(engine, tmp_path):
 def test_compaction_cuts_files_keeps_rows(engine, tmp_path):
     uri = str(tmp_path / "t")
     for batch in range(5):
-        engine.append(uri, events([batch * 10 + i for i in range(3)]), app_id="app", batch_id=batch)
-    before = ids_of(engine.read(uri))
-    result = engine.compact(uri)
+        engine.table(uri).append(events([batch * 10 + i for i in range(3)]), app_id="app", batch_id=batch)
+    before = ids_of(engine.table(uri).read())
+    result = engine.table(uri).compact()
     assert (result.files_removed, result.files_added, result.table_version) == (5, 1, 5)
-    assert ids_of(engine.read(uri)) == before
-    zorder = engine.compact(uri, z_order_by=["id", "name"])
+    assert ids_of(engine.table(uri).read()) == before
+    zorder = engine.table(uri).compact(z_order_by=["id", "name"])
     assert zorder.files_added == 1
-    assert ids_of(engine.read(uri)) == before
+    assert ids_of(engine.table(uri).read()) == before
 
 
 def test_vacuum_removes_compacted_files(engine, tmp_path):
     uri = tmp_path / "t"
     for batch in range(3):
-        engine.append(str(uri), events([batch]), app_id="app", batch_id=batch)
-    engine.compact(str(uri))
+        engine.table(str(uri)).append(events([batch]), app_id="app", batch_id=batch)
+    engine.table(str(uri)).compact()
     assert len(list(uri.glob("*.parquet"))) == 4
-    assert engine.vacuum(str(uri)) == []  # default 7-day retention keeps everything fresh
-    listed = engine.vacuum(str(uri), retention_hours=0, dry_run=True)
+    assert engine.table(str(uri)).vacuum() == []  # default 7-day retention keeps everything fresh
+    listed = engine.table(str(uri)).vacuum(retention_hours=0, dry_run=True)
     assert len(listed) == 3
-    engine.vacuum(str(uri), retention_hours=0)
+    engine.table(str(uri)).vacuum(retention_hours=0)
     assert len(list(uri.glob("*.parquet"))) == 1
-    assert ids_of(engine.read(str(uri))) == [0, 1, 2]
+    assert ids_of(engine.table(str(uri)).read()) == [0, 1, 2]
 
 
 # -- time travel and change data feed ------------------------------------------------------------------------
@@ -230,20 +230,20 @@ def test_vacuum_removes_compacted_files(engine, tmp_path):
 def test_time_travel_by_version_and_timestamp(engine, tmp_path):
     uri = str(tmp_path / "t")
     for batch in range(3):
-        engine.append(uri, events([batch]), app_id="app", batch_id=batch)
-    assert ids_of(engine.read(uri, version=0)) == [0]
-    assert ids_of(engine.read(uri, version=1)) == [0, 1]
-    stamps = [c.timestamp for c in engine.commits(uri)]
-    assert ids_of(engine.read(uri, timestamp=stamps[1])) == [0, 1]
-    assert ids_of(engine.read(uri, timestamp=stamps[2] + timedelta(hours=1))) == [0, 1, 2]
+        engine.table(uri).append(events([batch]), app_id="app", batch_id=batch)
+    assert ids_of(engine.table(uri).read(version=0)) == [0]
+    assert ids_of(engine.table(uri).read(version=1)) == [0, 1]
+    stamps = [c.timestamp for c in engine.table(uri).commits()]
+    assert ids_of(engine.table(uri).read(timestamp=stamps[1])) == [0, 1]
+    assert ids_of(engine.table(uri).read(timestamp=stamps[2] + timedelta(hours=1))) == [0, 1, 2]
 
 
 def test_change_data_feed(engine, tmp_path):
     uri = str(tmp_path / "orders")
-    engine.create_table(uri, ORDERS.remove(3), change_data_feed=True)
+    engine.table(uri).create(ORDERS.remove(3), change_data_feed=True)
     merge_orders(engine, uri, [(1, "new", 10, False), (2, "new", 10, False)])
     merge_orders(engine, uri, [(1, "paid", 20, False), (2, "gone", 30, True)])
-    changes = engine.read_changes(uri, starting_version=1)
+    changes = engine.table(uri).read_changes(starting_version=1)
     got = sorted(
         (r["_commit_version"], r["_change_type"], r["order_id"], r["status"]) for r in changes.to_pylist()
     )
@@ -261,11 +261,11 @@ def test_change_data_feed(engine, tmp_path):
 
 def test_protocol_is_the_compatible_default(engine, tmp_path):
     plain, cdf = str(tmp_path / "plain"), str(tmp_path / "cdf")
-    engine.append(plain, events([1]), app_id="app", batch_id=0)
-    engine.create_table(cdf, EVENTS, change_data_feed=True)
-    engine.merge(cdf, events([1]), keys=["id"], precombine="ts")
-    assert engine.protocol(plain) == TableProtocol(min_reader_version=1, min_writer_version=2)
-    assert engine.protocol(cdf) == TableProtocol(min_reader_version=1, min_writer_version=4)
+    engine.table(plain).append(events([1]), app_id="app", batch_id=0)
+    engine.table(cdf).create(EVENTS, change_data_feed=True)
+    engine.table(cdf).merge(events([1]), keys=["id"], precombine="ts")
+    assert engine.table(plain).protocol() == TableProtocol(min_reader_version=1, min_writer_version=2)
+    assert engine.table(cdf).protocol() == TableProtocol(min_reader_version=1, min_writer_version=4)
 
 
 # -- S3 (embedded emulator) ------------------------------------------------------------------------------------
@@ -277,7 +277,7 @@ def test_concurrent_appenders_on_s3_lose_nothing(engine, moto_endpoint, unique_n
     boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1").create_bucket(Bucket=unique_name)
     uri = f"s3://{unique_name}/events"
     options = storage_options_for(uri, endpoint_url=moto_endpoint)
-    engine.create_table(uri, EVENTS, storage_options=options)
+    engine.table(uri, storage_options=options).create(EVENTS)
     writers, batches = 3, 6
     errors: list[BaseException] = []
 
@@ -285,12 +285,8 @@ def test_concurrent_appenders_on_s3_lose_nothing(engine, moto_endpoint, unique_n
         try:
             for batch in range(batches):
                 first = (writer * batches + batch) * 10
-                engine.append(
-                    uri,
-                    events([first, first + 1]),
-                    app_id=f"w{writer}",
-                    batch_id=batch,
-                    storage_options=options,
+                engine.table(uri, storage_options=options).append(
+                    events([first, first + 1]), app_id=f"w{writer}", batch_id=batch
                 )
         except BaseException as error:  # surfaced by the assertion below
             errors.append(error)
@@ -301,13 +297,15 @@ def test_concurrent_appenders_on_s3_lose_nothing(engine, moto_endpoint, unique_n
     for thread in threads:
         thread.join(timeout=120)
     assert errors == []
-    assert engine.version(uri, storage_options=options) == writers * batches
-    versions = [c.version for c in engine.commits(uri, storage_options=options)]
+    assert engine.table(uri, storage_options=options).version() == writers * batches
+    versions = [c.version for c in engine.table(uri, storage_options=options).commits()]
     assert versions == list(range(writers * batches + 1))
-    got = ids_of(engine.read(uri, storage_options=options))
+    got = ids_of(engine.table(uri, storage_options=options).read())
     assert len(got) == writers * batches * 2
     assert got == sorted({i for n in range(writers * batches) for i in (n * 10, n * 10 + 1)})
-    assert [engine.transaction_version(uri, f"w{w}", storage_options=options) for w in range(writers)] == [
+    assert [
+        engine.table(uri, storage_options=options).transaction_version(f"w{w}") for w in range(writers)
+    ] == [
         5,
         5,
         5,
@@ -320,10 +318,13 @@ def test_s3_table_round_trip_with_commits(engine, moto_endpoint, unique_name):
     boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1").create_bucket(Bucket=unique_name)
     uri = f"s3://{unique_name}/bronze"
     options = storage_options_for(uri, endpoint_url=moto_endpoint)
-    engine.append(uri, events([1]), app_id="q", batch_id=0, storage_options=options)
-    engine.append(uri, events([1]), app_id="q", batch_id=0, storage_options=options)
-    engine.append(uri, events([2]), app_id="q", batch_id=1, storage_options=options)
-    assert [(c.version, c.batch_id) for c in engine.commits(uri, storage_options=options)] == [(0, 0), (1, 1)]
-    assert ids_of(engine.read(uri, version=0, storage_options=options)) == [1]
-    engine.compact(uri, storage_options=options)
-    assert ids_of(engine.read(uri, storage_options=options)) == [1, 2]
+    engine.table(uri, storage_options=options).append(events([1]), app_id="q", batch_id=0)
+    engine.table(uri, storage_options=options).append(events([1]), app_id="q", batch_id=0)
+    engine.table(uri, storage_options=options).append(events([2]), app_id="q", batch_id=1)
+    assert [(c.version, c.batch_id) for c in engine.table(uri, storage_options=options).commits()] == [
+        (0, 0),
+        (1, 1),
+    ]
+    assert ids_of(engine.table(uri, storage_options=options).read(version=0)) == [1]
+    engine.table(uri, storage_options=options).compact()
+    assert ids_of(engine.table(uri, storage_options=options).read()) == [1, 2]

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 from jobs.lake import (
+    Availability,
     DeltaRsEngine,
     EngineUnavailableError,
     JvmDeltaEngine,
@@ -33,12 +34,31 @@ def test_unknown_engine_name_lists_the_known_ones():
         get_engine("spark")
 
 
-def test_jvm_engine_says_why_it_cannot_run_here(spark):
-    status = JvmDeltaEngine(spark).available()
+def _class_not_found(name: str) -> None:
+    raise LookupError(f"java.lang.ClassNotFoundException: {name}")
+
+
+def test_jvm_engine_says_which_class_does_not_load_and_how_to_get_it(spark):
+    status = JvmDeltaEngine(spark, load_class=_class_not_found).available()
     assert status.ok is False
     assert not status
-    assert "io.delta.tables.DeltaTable does not load" in status.reason
-    with pytest.raises(EngineUnavailableError, match="lake engine 'jvm' cannot run here"):
+    assert status.reason.startswith("JVM class io.delta.tables.DeltaTable does not load (LookupError)")
+    assert "--packages io.delta:delta-spark_2.13:4.0.0" in status.reason
+
+
+def test_jvm_engine_with_the_classes_but_not_the_extension_says_so(spark):
+    loaded: list[str] = []
+    status = JvmDeltaEngine(spark, load_class=loaded.append).available()
+    assert loaded == ["io.delta.tables.DeltaTable"]
+    assert (status.ok, status.reason) == (
+        False,
+        "spark.sql.extensions lacks io.delta.sql.DeltaSparkSessionExtension; set it at startup",
+    )
+
+
+def test_asking_for_an_engine_that_cannot_run_is_an_error_naming_the_reason(monkeypatch):
+    monkeypatch.setattr(JvmDeltaEngine, "available", lambda self: Availability(False, "no JVM here"))
+    with pytest.raises(EngineUnavailableError, match="lake engine 'jvm' cannot run here: no JVM here"):
         get_engine("jvm")
 
 
@@ -47,19 +67,23 @@ def test_target_file_size_splits_files(tmp_path):
     rows = pa.table(
         {"id": pa.array(range(200_000), pa.int64()), "payload": [f"p{i:08d}" for i in range(200_000)]}
     )
-    engine.append(str(tmp_path / "big"), rows, app_id="a", batch_id=0)
-    engine.append(str(tmp_path / "small"), rows, app_id="a", batch_id=0, target_file_size=256 * 1024)
+    engine.table(str(tmp_path / "big")).append(rows, app_id="a", batch_id=0)
+    engine.table(str(tmp_path / "small")).append(rows, app_id="a", batch_id=0, target_file_size=256 * 1024)
     assert len(list(Path(tmp_path / "big").glob("*.parquet"))) == 1
     assert len(list(Path(tmp_path / "small").glob("*.parquet"))) > 1
-    assert engine.read(str(tmp_path / "small")).num_rows == 200_000
+    assert engine.table(str(tmp_path / "small")).read().num_rows == 200_000
 
 
 def test_partitioning_of_an_existing_table_is_fixed(tmp_path):
     engine = DeltaRsEngine()
     uri = str(tmp_path / "t")
-    engine.append(uri, pa.table({"id": [1], "day": ["d1"]}), app_id="a", batch_id=0, partition_by=["day"])
+    engine.table(uri).append(
+        pa.table({"id": [1], "day": ["d1"]}), app_id="a", batch_id=0, partition_by=["day"]
+    )
     with pytest.raises(LakeError, match=r"expected partition columns \['id'\].*partitioned by \['day'\]"):
-        engine.append(uri, pa.table({"id": [2], "day": ["d1"]}), app_id="a", batch_id=1, partition_by=["id"])
+        engine.table(uri).append(
+            pa.table({"id": [2], "day": ["d1"]}), app_id="a", batch_id=1, partition_by=["id"]
+        )
 
 
 def test_writers_racing_to_create_the_table_both_land(tmp_path):
@@ -72,7 +96,7 @@ def test_writers_racing_to_create_the_table_both_land(tmp_path):
         start.wait()
         try:
             with_retries(
-                lambda: engine.append(uri, pa.table({"id": [writer]}), app_id=f"w{writer}", batch_id=0),
+                lambda: engine.table(uri).append(pa.table({"id": [writer]}), app_id=f"w{writer}", batch_id=0),
                 what=f"writer {writer}",
             )
         except BaseException as error:  # surfaced by the assertion below
@@ -84,30 +108,29 @@ def test_writers_racing_to_create_the_table_both_land(tmp_path):
     for thread in threads:
         thread.join(timeout=60)
     assert errors == []
-    assert sorted(engine.read(uri).column("id").to_pylist()) == [0, 1]
-    assert engine.version(uri) == 1
+    assert sorted(engine.table(uri).read().column("id").to_pylist()) == [0, 1]
+    assert engine.table(uri).version() == 1
 
 
 def test_vacuum_full_removes_files_no_commit_referenced(tmp_path):
     engine = DeltaRsEngine()
     uri = tmp_path / "t"
-    engine.append(str(uri), pa.table({"id": [1]}), app_id="a", batch_id=0)
+    engine.table(str(uri)).append(pa.table({"id": [1]}), app_id="a", batch_id=0)
     orphan = uri / "part-00000-left-by-an-aborted-task.snappy.parquet"
     orphan.write_bytes(b"not referenced by any commit")
-    assert engine.vacuum(str(uri), retention_hours=0) == []
+    assert engine.table(str(uri)).vacuum(retention_hours=0) == []
     assert orphan.exists()
-    assert engine.vacuum(str(uri), retention_hours=0, full=True) == [orphan.name]
+    assert engine.table(str(uri)).vacuum(retention_hours=0, full=True) == [orphan.name]
     assert not orphan.exists()
-    assert engine.read(str(uri)).column("id").to_pylist() == [1]
+    assert engine.table(str(uri)).read().column("id").to_pylist() == [1]
 
 
 def test_merge_creates_a_partitioned_table_and_upserts_into_it(tmp_path):
     engine = DeltaRsEngine()
     uri = tmp_path / "orders"
     first = pa.table({"order_id": [1, 2], "order_date": ["2026-01-01", "2026-01-02"], "order_ts": [1, 1]})
-    engine.merge(str(uri), first, keys=["order_id"], precombine="order_ts", partition_by=["order_date"])
-    engine.merge(
-        str(uri),
+    engine.table(str(uri)).merge(first, keys=["order_id"], precombine="order_ts", partition_by=["order_date"])
+    engine.table(str(uri)).merge(
         pa.table({"order_id": [2], "order_date": ["2026-01-02"], "order_ts": [2]}),
         keys=["order_id"],
         precombine="order_ts",
@@ -116,5 +139,5 @@ def test_merge_creates_a_partitioned_table_and_upserts_into_it(tmp_path):
         "order_date=2026-01-01",
         "order_date=2026-01-02",
     ]
-    rows = sorted((r["order_id"], r["order_ts"]) for r in engine.read(str(uri)).to_pylist())
+    rows = sorted((r["order_id"], r["order_ts"]) for r in engine.table(str(uri)).read().to_pylist())
     assert rows == [(1, 1), (2, 2)]

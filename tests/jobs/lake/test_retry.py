@@ -16,7 +16,7 @@ from jobs.lake import (
     with_retries,
 )
 
-NO_WAIT = RetryPolicy(attempts=3, base_delay_s=0.0, max_delay_s=0.0)
+NO_WAIT = RetryPolicy(max_attempts=3, base_delay_s=0.0, max_delay_s=0.0)
 
 
 def test_transient_errors_are_retried_then_succeed():
@@ -38,7 +38,7 @@ def test_backoff_is_full_jitter_and_capped():
     def always() -> None:
         raise TimeoutError("operation timed out")
 
-    policy = RetryPolicy(attempts=4, base_delay_s=1.0, max_delay_s=2.5)
+    policy = RetryPolicy(max_attempts=4, base_delay_s=1.0, max_delay_s=2.5)
     with pytest.raises(LakeWriteError, match="failed 4 times with transient storage errors"):
         with_retries(
             always, what="append of batch 3", policy=policy, sleep=slept.append, rng=random.Random(7)
@@ -66,9 +66,9 @@ class FlakyEngine(DeltaRsEngine):
     def __init__(self) -> None:
         self.calls = 0
 
-    def append(self, table_uri, data, **kwargs) -> AppendResult:
+    def append(self, ref, data, **kwargs) -> AppendResult:
         self.calls += 1
-        result = super().append(table_uri, data, **kwargs)
+        result = super().append(ref, data, **kwargs)
         if self.calls == 1:
             raise OSError("connection reset after commit")
         return result
@@ -77,13 +77,13 @@ class FlakyEngine(DeltaRsEngine):
 def test_sink_retry_after_a_lost_reply_does_not_write_twice(spark, tmp_path):
     uri = str(tmp_path / "t")
     engine = FlakyEngine()
-    writer = foreach_batch_writer(uri, app_id="q", engine=engine, retry=NO_WAIT)
+    writer = foreach_batch_writer(engine.table(uri), app_id="q", retry=NO_WAIT)
     writer(spark.createDataFrame(pa.table({"id": [1, 2]}).to_pandas()), 0)
     assert engine.calls == 2
-    assert engine.version(uri) == 0
-    assert sorted(engine.read(uri).column("id").to_pylist()) == [1, 2]
+    assert engine.table(uri).version() == 0
+    assert sorted(engine.table(uri).read().column("id").to_pylist()) == [1, 2]
 
 
 def test_retry_policy_rejects_nonsense():
-    with pytest.raises(ValueError, match="expected attempts >= 1"):
-        RetryPolicy(attempts=0)
+    with pytest.raises(ValueError, match="expected max_attempts >= 1"):
+        RetryPolicy(max_attempts=0)

@@ -39,18 +39,20 @@ def test_stream_writes_each_file_as_one_commit(spark, tmp_path, caplog):
         source, "a.json", [{"id": 1, "name": "a", "amount": 1.5}, {"id": 2, "name": "b", "amount": 2.5}]
     )
     _write_json(source, "b.json", [{"id": 3, "name": "c", "amount": 3.5}])
-    writer = foreach_batch_writer(table, app_id="q-sink", storage_options=storage_options_for(table))
+    writer = foreach_batch_writer(
+        DeltaRsEngine().table(table, storage_options=storage_options_for(table)), app_id="q-sink"
+    )
     with caplog.at_level(logging.INFO, logger="jobs.lake.sink"):
         _run(spark, source, checkpoint, writer)
 
     engine = DeltaRsEngine()
-    rows = sorted(engine.read(table).to_pylist(), key=lambda r: r["id"])
+    rows = sorted(engine.table(table).read().to_pylist(), key=lambda r: r["id"])
     assert rows == [
         {"id": 1, "name": "a", "amount": 1.5},
         {"id": 2, "name": "b", "amount": 2.5},
         {"id": 3, "name": "c", "amount": 3.5},
     ]
-    assert [(c.version, c.app_id, c.batch_id) for c in engine.commits(table)] == [
+    assert [(c.version, c.app_id, c.batch_id) for c in engine.table(table).commits()] == [
         (0, "q-sink", 0),
         (1, "q-sink", 1),
     ]
@@ -65,11 +67,11 @@ def test_crash_between_delta_commit_and_checkpoint_commit_changes_nothing(spark,
     _write_json(
         source, "b.json", [{"id": 2, "name": "b", "amount": 2.0}, {"id": 3, "name": "c", "amount": 3.0}]
     )
-    writer = foreach_batch_writer(table, app_id="q-crash")
+    writer = foreach_batch_writer(DeltaRsEngine().table(table), app_id="q-crash")
     _run(spark, source, checkpoint, writer)
     engine = DeltaRsEngine()
-    assert engine.version(table) == 1
-    assert engine.read(table).num_rows == 3
+    assert engine.table(table).version() == 1
+    assert engine.table(table).read().num_rows == 3
 
     # The Delta commit of batch 1 happened, Spark's commit log entry did not: Spark replays batch 1.
     commits = sorted(
@@ -82,8 +84,8 @@ def test_crash_between_delta_commit_and_checkpoint_commit_changes_nothing(spark,
     (checkpoint / "commits" / ".1.crc").unlink(missing_ok=True)
     _run(spark, source, checkpoint, writer)
 
-    assert engine.version(table) == 1
-    assert sorted(r["id"] for r in engine.read(table).to_pylist()) == [1, 2, 3]
+    assert engine.table(table).version() == 1
+    assert sorted(r["id"] for r in engine.table(table).read().to_pylist()) == [1, 2, 3]
     assert (checkpoint / "commits" / "1").exists()
 
 
@@ -96,53 +98,55 @@ def test_replayed_batch_is_skipped_without_reading_it(spark, tmp_path):
         prepared.append(batch_id)
         return frame
 
-    writer = foreach_batch_writer(table, app_id="q-replay", prepare=prepare)
+    writer = foreach_batch_writer(DeltaRsEngine().table(table), app_id="q-replay", prepare=prepare)
     writer(df, 0)
     writer(df, 0)
     writer(df, 0)
     assert prepared == [0]
     engine = DeltaRsEngine()
-    assert engine.version(table) == 0
-    assert engine.read(table).num_rows == 1
+    assert engine.table(table).version() == 0
+    assert engine.table(table).read().num_rows == 1
 
 
 def test_empty_batch_still_commits_its_transaction(spark, tmp_path):
     table = str(tmp_path / "table")
-    writer = foreach_batch_writer(table, app_id="q-empty")
+    writer = foreach_batch_writer(DeltaRsEngine().table(table), app_id="q-empty")
     writer(spark.createDataFrame([(1, "a", 1.0)], SCHEMA), 0)
     writer(spark.createDataFrame([], SCHEMA), 1)
     engine = DeltaRsEngine()
-    assert engine.version(table) == 1
-    assert engine.transaction_version(table, "q-empty") == 1
-    assert engine.read(table).num_rows == 1
+    assert engine.table(table).version() == 1
+    assert engine.table(table).transaction_version("q-empty") == 1
+    assert engine.table(table).read().num_rows == 1
 
 
 def test_prepare_runs_before_the_write(spark, tmp_path):
     table = str(tmp_path / "table")
     writer = foreach_batch_writer(
-        table, app_id="q-prep", prepare=lambda df, batch_id: df.where("amount > 1").drop("name")
+        DeltaRsEngine().table(table),
+        app_id="q-prep",
+        prepare=lambda df, batch_id: df.where("amount > 1").drop("name"),
     )
     writer(spark.createDataFrame([(1, "a", 1.0), (2, "b", 2.0)], SCHEMA), 0)
-    assert DeltaRsEngine().read(table).to_pylist() == [{"id": 2, "amount": 2.0}]
+    assert DeltaRsEngine().table(table).read().to_pylist() == [{"id": 2, "amount": 2.0}]
 
 
 def test_writer_on_emulated_s3(spark, moto_endpoint, unique_name):
     boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1").create_bucket(Bucket=unique_name)
     table = f"s3://{unique_name}/bronze"
     options = storage_options_for(table, endpoint_url=moto_endpoint)
-    writer = foreach_batch_writer(table, app_id="q-s3", storage_options=options)
+    writer = foreach_batch_writer(DeltaRsEngine().table(table, storage_options=options), app_id="q-s3")
     writer(spark.createDataFrame([(1, "a", 1.0)], SCHEMA), 0)
     writer(spark.createDataFrame([(2, "b", 2.0)], SCHEMA), 1)
     writer(spark.createDataFrame([(2, "b", 2.0)], SCHEMA), 1)
     engine = DeltaRsEngine()
-    assert engine.version(table, storage_options=options) == 1
-    assert sorted(r["id"] for r in engine.read(table, storage_options=options).to_pylist()) == [1, 2]
+    assert engine.table(table, storage_options=options).version() == 1
+    assert sorted(r["id"] for r in engine.table(table, storage_options=options).read().to_pylist()) == [1, 2]
 
 
 @pytest.mark.parametrize("bad_id", [0, 1])
 def test_batches_at_or_below_the_committed_id_are_skipped(spark, tmp_path, bad_id):
     table = str(tmp_path / "table")
-    writer = foreach_batch_writer(table, app_id="q-order")
+    writer = foreach_batch_writer(DeltaRsEngine().table(table), app_id="q-order")
     writer(spark.createDataFrame([(1, "a", 1.0)], SCHEMA), 1)
     writer(spark.createDataFrame([(9, "z", 9.0)], SCHEMA), bad_id)
-    assert [r["id"] for r in DeltaRsEngine().read(table).to_pylist()] == [1]
+    assert [r["id"] for r in DeltaRsEngine().table(table).read().to_pylist()] == [1]

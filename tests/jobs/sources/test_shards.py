@@ -9,15 +9,17 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
+from jobs._retry import RetryPolicy
 from jobs.sources import (
     DataLossError,
     KinesisReadError,
+    ShardPosition,
     StreamAccessError,
     StreamNotFoundError,
     parse_starting_position,
 )
 from jobs.sources._checkpoint import last_logged_offset, pinned_start, read_metrics, write_metrics
-from jobs.sources._client import RetryPolicy, explain_access_error
+from jobs.sources._client import explain_access_error
 from jobs.sources._shards import ShardReader
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -85,7 +87,7 @@ def _reader(client, **kwargs) -> tuple[ShardReader, list[float]]:
 def test_caps_records_and_keeps_big_sequence_numbers_exact():
     client = FakeKinesis(25)
     reader, _ = _reader(client)
-    read = reader.read("shardId-0", {"seq": None, "from": "TRIM_HORIZON"}, closed_end=None, max_records=10)
+    read = reader.read("shardId-0", ShardPosition(), closed_end=None, max_records=10)
     assert read.sequence_numbers[0] == "100000000000000000000000000000000000000000000000000"
     assert read.last_sequence == "100000000000000000000000000000000000000000000000063"
     assert len(read.data) == 10
@@ -107,7 +109,7 @@ class GrowingKinesis(FakeKinesis):
 def test_planning_stops_at_the_tip_instead_of_chasing_new_records_to_the_cap():
     client = GrowingKinesis(4)
     reader, _ = _reader(client)
-    read = reader.read("shardId-0", {"seq": None, "from": "TRIM_HORIZON"}, closed_end=None, max_records=1000)
+    read = reader.read("shardId-0", ShardPosition(), closed_end=None, max_records=1000)
     # Only what the shard held at the first call; the 3 records that arrived meanwhile wait for the next batch.
     assert len(read.sequence_numbers) == 4
     assert client.get_records_calls == 1
@@ -118,7 +120,7 @@ def test_throttling_is_retried_with_jitter_and_counted():
     client = FakeKinesis(5)
     client.faults = [_error("ProvisionedThroughputExceededException", 400)] * 3
     reader, slept = _reader(client)
-    read = reader.read("shardId-0", {"seq": None, "from": "TRIM_HORIZON"}, closed_end=None, max_records=5)
+    read = reader.read("shardId-0", ShardPosition(), closed_end=None, max_records=5)
     assert [r.decode() for r in read.data] == [f"r{10**50 + 7 * i}" for i in range(5)]
     assert (read.stats.throttled, read.stats.retries) == (3, 3)
     backoff = slept[-3:]  # the pacer may also have slept before the first call
@@ -132,16 +134,18 @@ def test_throttling_that_never_ends_fails_naming_stream_and_shard():
     with pytest.raises(
         KinesisReadError, match=r"GetRecords on stream 'orders' shard shardId-0 still failed after 4"
     ):
-        reader.read("shardId-0", {"seq": None, "from": "TRIM_HORIZON"}, closed_end=None, max_records=5)
+        reader.read("shardId-0", ShardPosition(), closed_end=None, max_records=5)
 
 
 @pytest.mark.parametrize("code,status", [("ExpiredIteratorException", 400), ("InternalFailure", 500)])
 def test_expired_iterator_is_reacquired_after_the_last_sequence_read(code, status):
     client = FakeKinesis(8)
     reader, _ = _reader(client)
-    first = reader.read("shardId-0", {"seq": None, "from": "TRIM_HORIZON"}, closed_end=None, max_records=3)
+    first = reader.read("shardId-0", ShardPosition(), closed_end=None, max_records=3)
     client.faults = [_error(code, status)]
-    read = reader.read("shardId-0", {"seq": first.last_sequence}, closed_end=None, max_records=5)
+    read = reader.read(
+        "shardId-0", ShardPosition(sequence=first.last_sequence), closed_end=None, max_records=5
+    )
     assert read.sequence_numbers == [str(10**50 + 7 * i) for i in range(3, 8)]
     assert read.stats.iterator_refreshes == 1
     assert client.iterator_calls[-1] == {
@@ -156,18 +160,18 @@ def test_closed_shard_is_finished_at_its_ending_sequence_number():
     client = FakeKinesis(6, closed=True)
     reader, _ = _reader(client)
     end = str(10**50 + 35)
-    read = reader.read("shardId-0", {"seq": None, "from": "TRIM_HORIZON"}, closed_end=end, max_records=100)
+    read = reader.read("shardId-0", ShardPosition(), closed_end=end, max_records=100)
     assert (len(read.sequence_numbers), read.finished, read.last_sequence) == (6, True, end)
     # Once there, no GetRecords call is spent on it again.
     calls = client.get_records_calls
-    again = reader.read("shardId-0", {"seq": end}, closed_end=end, max_records=100)
+    again = reader.read("shardId-0", ShardPosition(sequence=end), closed_end=end, max_records=100)
     assert (again.finished, client.get_records_calls) == (True, calls)
 
 
 def test_open_shard_caught_up_is_not_finished():
     client = FakeKinesis(4)
     reader, _ = _reader(client)
-    read = reader.read("shardId-0", {"seq": None, "from": "TRIM_HORIZON"}, closed_end=None, max_records=100)
+    read = reader.read("shardId-0", ShardPosition(), closed_end=None, max_records=100)
     assert (len(read.sequence_numbers), read.finished) == (4, False)
 
 
@@ -175,7 +179,7 @@ def test_replay_reads_exactly_the_planned_range():
     client = FakeKinesis(20)
     reader, _ = _reader(client)
     start, end = str(10**50 + 14), str(10**50 + 49)
-    read = reader.read("shardId-0", {"seq": start}, closed_end=None, until_sequence=end)
+    read = reader.read("shardId-0", ShardPosition(sequence=start), closed_end=None, until_sequence=end)
     assert read.sequence_numbers == [str(10**50 + 7 * i) for i in range(3, 8)]
 
 
@@ -183,7 +187,7 @@ def _expired_position_reader(fail: bool):
     client = FakeKinesis(10, trimmed_below=10**50 + 42)
     now = int((T0 + dt.timedelta(hours=30)).timestamp() * 1000)
     reader, _ = _reader(client, fail_on_data_loss=fail, retention_ms=24 * 3600 * 1000, now_ms=lambda: now)
-    position = {"seq": str(10**50 + 14), "ts": int(T0.timestamp() * 1000)}
+    position = ShardPosition(sequence=str(10**50 + 14), last_arrival_ms=int(T0.timestamp() * 1000))
     return reader, position
 
 
@@ -253,10 +257,10 @@ def test_prefetched_ranges_share_tasks_and_reread_ranges_get_their_own():
     from jobs.sources.kinesis import ShardRange, pack_ranges
 
     ranges = [
-        ShardRange("s0", {"seq": None}, "5", b"x" * 6),
-        ShardRange("s1", {"seq": "1"}, "9", None),
-        ShardRange("s2", {"seq": None}, "3", b"x" * 4),
-        ShardRange("s3", {"seq": None}, "4", b"x" * 4),
+        ShardRange("s0", ShardPosition(), "5", b"x" * 6),
+        ShardRange("s1", ShardPosition(sequence="1"), "9", None),
+        ShardRange("s2", ShardPosition(), "3", b"x" * 4),
+        ShardRange("s3", ShardPosition(), "4", b"x" * 4),
     ]
     packed = pack_ranges(ranges, task_bytes=10)
     assert [[r.shard_id for r in p.ranges] for p in packed] == [["s1"], ["s0", "s2"], ["s3"]]

@@ -68,14 +68,12 @@ def _filesystem(table_uri: str, options: Mapping[str, str]) -> tuple[pafs.FileSy
         path = parsed.path if scheme == "file" else table_uri
         return pafs.LocalFileSystem(), path
     if scheme in ("s3", "s3a"):
-        endpoint = options.get("AWS_ENDPOINT_URL")
-        kwargs: dict[str, object] = {}
-        if endpoint:
-            ep = urlparse(endpoint)
-            kwargs["endpoint_override"] = ep.netloc
-            kwargs["scheme"] = ep.scheme
-        if options.get("AWS_REGION"):
-            kwargs["region"] = options["AWS_REGION"]
+        endpoint = urlparse(options.get("AWS_ENDPOINT_URL") or "")
         # Credentials come from the same default chain delta-rs uses (environment, instance profile).
-        return pafs.S3FileSystem(**kwargs), f"{parsed.netloc}{parsed.path}"
+        filesystem = pafs.S3FileSystem(
+            region=options.get("AWS_REGION") or None,
+            endpoint_override=endpoint.netloc or None,
+            scheme="http" if endpoint.scheme == "http" else "https",
+        )
+        return filesystem, f"{parsed.netloc}{parsed.path}"
     return None
