@@ -47,6 +47,7 @@ demo: java $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -112,7 +112,7 @@ class PeakRss:
         self._thread.join()
 
 
-def run_job(spark, stream: str, endpoint: str, cap: int, workdir: Path, sink: str) -> tuple[int, float]:
+def run_job(spark, stream: str, endpoint: str, *, cap: int, workdir: Path, sink: str) -> tuple[int, float]:
     from jobs.sources import read_kinesis_stream, read_source_metrics
 
     run_id = time.monotonic_ns()
@@ -182,13 +182,20 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp, PeakRss(exclude=emulator.pid) as rss:
             # Warm-up on a small stream of its own: JVM code paths and Python workers, not timed.
             fill(client, "bench-warm-up", 20_000)
-            run_job(spark, "bench-warm-up", endpoint, args.max_records_per_shard, Path(tmp), args.sink)
+            run_job(
+                spark,
+                "bench-warm-up",
+                endpoint,
+                cap=args.max_records_per_shard,
+                workdir=Path(tmp),
+                sink=args.sink,
+            )
             for rep in range(args.repetitions):
                 t0 = time.perf_counter()
                 n = bare_loop(client, stream)
                 bare.append(n / (time.perf_counter() - t0))
                 rows, elapsed = run_job(
-                    spark, stream, endpoint, args.max_records_per_shard, Path(tmp), args.sink
+                    spark, stream, endpoint, cap=args.max_records_per_shard, workdir=Path(tmp), sink=args.sink
                 )
                 job.append(rows / elapsed)
                 print(

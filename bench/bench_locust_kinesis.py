@@ -58,7 +58,9 @@ def run_boto3(client, stream: str, events: int, batch_size: int) -> float:
     return events / (time.perf_counter() - started)
 
 
-def run_locust(endpoint: str, stream: str, events: int, batch_size: int, users: int, workdir: Path) -> float:
+def run_locust(
+    endpoint: str, stream: str, events: int, *, batch_size: int, users: int, workdir: Path
+) -> float:
     """Records/s as Locust reports it for the `record` entries of a headless run of `events` events."""
     prefix = workdir / f"{stream}"
     argv = LocustRun(
@@ -115,7 +117,14 @@ def main() -> int:
                         rate = run_boto3(client, stream, events, args.batch_size)
                         baseline.append(rate)
                     else:
-                        rate = run_locust(endpoint, stream, events, args.batch_size, args.users, Path(tmp))
+                        rate = run_locust(
+                            endpoint,
+                            stream,
+                            events,
+                            batch_size=args.batch_size,
+                            users=args.users,
+                            workdir=Path(tmp),
+                        )
                         harness.append(rate)
                     print(f"rep {rep + 1}/{repetitions} {side:6s}: {rate:9,.0f} records/s", flush=True)
         finally:

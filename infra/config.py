@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, get_args
 
 import yaml
 
@@ -21,13 +21,17 @@ from infra.sizing import INSTANCE_TYPES, Sizing, size_cluster
 
 Cloud = Literal["aws", "azure"]
 StreamMode = Literal["on-demand", "provisioned"]
+# The jobs a stack can deploy; a pipeline joins this list when its job exists.
+Pipeline = Literal["ingest"]
+T = TypeVar("T", bound=str)
 
 PROJECT = "lakestack"
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 # Where the ingest job's bronze table lives inside the lake bucket, on every stack and on the emulator.
 BRONZE_TABLE = "bronze/events"
-CLOUDS: tuple[str, ...] = ("aws", "azure")
-PIPELINES: tuple[str, ...] = ("ingest", "sales", "fraud", "orders", "maintenance")
+CLOUDS: tuple[Cloud, ...] = get_args(Cloud)
+STREAM_MODES: tuple[StreamMode, ...] = get_args(StreamMode)
+PIPELINES: tuple[Pipeline, ...] = get_args(Pipeline)
 BUCKET_ROLES: tuple[str, ...] = ("lake", "checkpoints", "artifacts", "logs")
 DEFAULT_RELEASE_LABEL = "emr-spark-8.0.0"
 # Kinesis keeps data 24 hours at least and 365 days at most.
@@ -83,7 +87,7 @@ class StackSettings:
     parallelism_per_worker: int
     stream: StreamSettings
     cluster: ClusterSettings
-    pipelines: tuple[str, ...]
+    pipelines: tuple[Pipeline, ...]
     bucket_names: Mapping[str, str]
     endpoint_url: str | None = None
     sizing: Sizing = field(init=False)
@@ -161,6 +165,31 @@ def parse_settings(
     Raises:
         ConfigError: naming the key, the value found and what is allowed.
     """
+    _check_keys(config, where=where)
+    cloud = _parse_choice("lakestack:cloud", config.get("cloud", "aws"), CLOUDS, where=where)
+    prefix = _parse_prefix(config.get("namePrefix", f"{PROJECT}-{stack}"), where=where)
+    parallelism = _int(
+        "lakestack:parallelism", config.get("parallelism", 4), minimum=1, maximum=None, where=where
+    )
+    cluster, per_worker = _parse_cluster(
+        config.get("cluster"), config.get("parallelismPerWorker"), parallelism=parallelism, where=where
+    )
+    return StackSettings(
+        stack=stack,
+        cloud=cloud,
+        region=region or "us-east-1",
+        name_prefix=prefix,
+        parallelism=parallelism,
+        parallelism_per_worker=per_worker,
+        stream=_parse_stream(config.get("stream"), prefix=prefix, where=where),
+        cluster=cluster,
+        pipelines=_parse_pipelines(config.get("pipelines", ["ingest"]), where=where),
+        bucket_names=_parse_buckets(config.get("buckets"), prefix=prefix, where=where),
+        endpoint_url=endpoint_url,
+    )
+
+
+def _check_keys(config: Mapping[str, Any], *, where: str) -> None:
     for key in config:
         if key not in _KNOWN_KEYS:
             raise ConfigError(
@@ -170,11 +199,16 @@ def parse_settings(
                 where=where,
             )
 
-    cloud = config.get("cloud", "aws")
-    if cloud not in CLOUDS:
-        raise ConfigError("lakestack:cloud", cloud, f"one of {', '.join(CLOUDS)}", where=where)
 
-    prefix = config.get("namePrefix", f"{PROJECT}-{stack}")
+def _parse_choice(key: str, value: Any, allowed: tuple[T, ...], *, where: str) -> T:
+    """``value`` when it is one of ``allowed`` (the values of a ``Literal``), else a ConfigError."""
+    for choice in allowed:
+        if value == choice:
+            return choice
+    raise ConfigError(key, value, f"one of {', '.join(map(str, allowed))}", where=where)
+
+
+def _parse_prefix(prefix: Any, *, where: str) -> str:
     max_prefix = 63 - _LONGEST_ROLE
     if not isinstance(prefix, str) or not _PREFIX_RE.match(prefix) or len(prefix) > max_prefix:
         raise ConfigError(
@@ -184,18 +218,20 @@ def parse_settings(
             "(it starts every bucket name, and S3 bucket names are at most 63)",
             where=where,
         )
+    return prefix
 
-    parallelism = _int(
-        "lakestack:parallelism", config.get("parallelism", 4), minimum=1, maximum=None, where=where
-    )
 
-    cluster_raw = _mapping(
+def _parse_cluster(
+    value: Any, per_worker_value: Any, *, parallelism: int, where: str
+) -> tuple[ClusterSettings, int]:
+    """``lakestack:cluster`` and ``lakestack:parallelismPerWorker`` (bounded by the instance's vCPUs)."""
+    raw = _mapping(
         "lakestack:cluster",
-        config.get("cluster"),
+        value,
         where=where,
         fields=("enabled", "instanceType", "releaseLabel", "idleTimeoutMinutes", "maxWorkers"),
     )
-    instance_type = cluster_raw.get("instanceType", "m5.xlarge")
+    instance_type = raw.get("instanceType", "m5.xlarge")
     if instance_type not in INSTANCE_TYPES:
         raise ConfigError(
             "lakestack:cluster.instanceType",
@@ -206,7 +242,7 @@ def parse_settings(
     instance = INSTANCE_TYPES[instance_type]
     per_worker = _int(
         "lakestack:parallelismPerWorker",
-        config.get("parallelismPerWorker", instance.vcpus),
+        instance.vcpus if per_worker_value is None else per_worker_value,
         minimum=1,
         maximum=instance.vcpus,
         where=where,
@@ -215,7 +251,7 @@ def parse_settings(
     workers = size_cluster(
         parallelism=parallelism, parallelism_per_worker=per_worker, instance=instance
     ).workers
-    release = cluster_raw.get("releaseLabel", DEFAULT_RELEASE_LABEL)
+    release = raw.get("releaseLabel", DEFAULT_RELEASE_LABEL)
     if not isinstance(release, str) or not _RELEASE_RE.match(release):
         raise ConfigError(
             "lakestack:cluster.releaseLabel",
@@ -224,38 +260,42 @@ def parse_settings(
             where=where,
         )
     cluster = ClusterSettings(
-        enabled=_bool("lakestack:cluster.enabled", cluster_raw.get("enabled", True), where=where),
+        enabled=_bool("lakestack:cluster.enabled", raw.get("enabled", True), where=where),
         instance_type=instance_type,
         release_label=release,
         idle_timeout_minutes=_int(
             "lakestack:cluster.idleTimeoutMinutes",
-            cluster_raw.get("idleTimeoutMinutes", 60),
+            raw.get("idleTimeoutMinutes", 60),
             minimum=1,
             maximum=MAX_IDLE_MINUTES,
             where=where,
         ),
         max_workers=_int(
             "lakestack:cluster.maxWorkers",
-            cluster_raw.get("maxWorkers", workers),
+            raw.get("maxWorkers", workers),
             minimum=workers,
             maximum=None,
             where=where,
             allowed=f"an integer >= {workers} (the workers parallelism {parallelism} needs at {per_worker} per worker)",
         ),
     )
+    return cluster, per_worker
 
-    stream_raw = _mapping(
-        "lakestack:stream",
-        config.get("stream"),
-        where=where,
-        fields=("name", "mode", "shards", "retentionHours"),
+
+def _parse_stream(value: Any, *, prefix: str, where: str) -> StreamSettings:
+    """``lakestack:stream``: a provisioned stream needs a shard count, an on-demand one refuses it."""
+    raw = _mapping(
+        "lakestack:stream", value, where=where, fields=("name", "mode", "shards", "retentionHours")
     )
-    mode = str(stream_raw.get("mode", "on-demand")).lower().replace("_", "-")
-    if mode not in ("on-demand", "provisioned"):
-        raise ConfigError(
-            "lakestack:stream.mode", stream_raw.get("mode"), "on-demand or provisioned", where=where
+    found = raw.get("mode", "on-demand")
+    try:
+        mode = _parse_choice(
+            "lakestack:stream.mode", str(found).lower().replace("_", "-"), STREAM_MODES, where=where
         )
-    shards_raw = stream_raw.get("shards")
+    except ConfigError:
+        raise ConfigError("lakestack:stream.mode", found, " or ".join(STREAM_MODES), where=where) from None
+    shards_raw = raw.get("shards")
+    shards: int | None = None
     if mode == "provisioned":
         if shards_raw is None:
             raise ConfigError(
@@ -264,7 +304,7 @@ def parse_settings(
                 "a shard count >= 1 when lakestack:stream.mode is provisioned",
                 where=where,
             )
-        shards: int | None = _int("lakestack:stream.shards", shards_raw, minimum=1, maximum=None, where=where)
+        shards = _int("lakestack:stream.shards", shards_raw, minimum=1, maximum=None, where=where)
     elif shards_raw is not None:
         raise ConfigError(
             "lakestack:stream.shards",
@@ -273,53 +313,42 @@ def parse_settings(
             "set mode: provisioned to fix it",
             where=where,
         )
-    else:
-        shards = None
-    stream_name = stream_raw.get("name", f"{prefix}-events")
-    if not isinstance(stream_name, str) or not re.match(r"^[a-zA-Z0-9_.-]{1,128}$", stream_name):
+    name = raw.get("name", f"{prefix}-events")
+    if not isinstance(name, str) or not re.match(r"^[a-zA-Z0-9_.-]{1,128}$", name):
         raise ConfigError(
-            "lakestack:stream.name", stream_name, "1-128 letters, digits, '_', '.' or '-'", where=where
+            "lakestack:stream.name", name, "1-128 letters, digits, '_', '.' or '-'", where=where
         )
-    stream = StreamSettings(
-        name=stream_name,
-        mode=mode,  # type: ignore[arg-type]  # narrowed by the check above
+    return StreamSettings(
+        name=name,
+        mode=mode,
         shards=shards,
         retention_hours=_int(
             "lakestack:stream.retentionHours",
-            stream_raw.get("retentionHours", 24),
+            raw.get("retentionHours", 24),
             minimum=MIN_RETENTION_HOURS,
             maximum=MAX_RETENTION_HOURS,
             where=where,
         ),
     )
 
-    pipelines = config.get("pipelines", ["ingest"])
-    if not isinstance(pipelines, list | tuple) or not pipelines:
+
+def _parse_pipelines(value: Any, *, where: str) -> tuple[Pipeline, ...]:
+    if not isinstance(value, list | tuple) or not value:
         raise ConfigError(
-            "lakestack:pipelines", pipelines, f"a non-empty list of {', '.join(PIPELINES)}", where=where
+            "lakestack:pipelines", value, f"a non-empty list of {', '.join(PIPELINES)}", where=where
         )
-    for name in pipelines:
-        if name not in PIPELINES:
-            raise ConfigError(
-                "lakestack:pipelines", name, f"pipeline names among {', '.join(PIPELINES)}", where=where
-            )
+    try:
+        return tuple(_parse_choice("lakestack:pipelines", name, PIPELINES, where=where) for name in value)
+    except ConfigError as error:
+        bad = next(name for name in value if name not in PIPELINES)
+        raise ConfigError(
+            "lakestack:pipelines", bad, f"pipeline names among {', '.join(PIPELINES)}", where=where
+        ) from error
 
-    buckets_raw = _mapping("lakestack:buckets", config.get("buckets"), where=where, fields=BUCKET_ROLES)
-    buckets = {role: str(buckets_raw.get(role, f"{prefix}-{role}")) for role in BUCKET_ROLES}
 
-    return StackSettings(
-        stack=stack,
-        cloud=cloud,
-        region=region or "us-east-1",
-        name_prefix=prefix,
-        parallelism=parallelism,
-        parallelism_per_worker=per_worker,
-        stream=stream,
-        cluster=cluster,
-        pipelines=tuple(pipelines),
-        bucket_names=buckets,
-        endpoint_url=endpoint_url,
-    )
+def _parse_buckets(value: Any, *, prefix: str, where: str) -> dict[str, str]:
+    raw = _mapping("lakestack:buckets", value, where=where, fields=BUCKET_ROLES)
+    return {role: str(raw.get(role, f"{prefix}-{role}")) for role in BUCKET_ROLES}
 
 
 def _endpoint_from(endpoints: Any) -> str | None:
@@ -364,8 +393,13 @@ def load_stack_settings(stack: str, *, project_dir: Path | None = None) -> Stack
     )
 
 
-def settings_from_pulumi() -> StackSettings:
-    """Build the settings inside a running Pulumi program from ``pulumi.Config``."""
+def settings_from_pulumi(*, project_dir: Path | None = None) -> StackSettings:
+    """Build the settings inside a running Pulumi program from ``pulumi.Config``.
+
+    ``pulumi.Config`` reads keys but cannot list them, so the keys set for the stack are taken from its
+    ``Pulumi.<stack>.yaml`` (in ``project_dir``, the repository root by default): a misspelt key there is
+    refused here with the same message as :func:`load_stack_settings` gives.
+    """
     import pulumi
 
     def decode(value: str | None) -> Any:
@@ -377,19 +411,24 @@ def settings_from_pulumi() -> StackSettings:
         except json.JSONDecodeError:
             return value
 
-    from pulumi.runtime import config as runtime_config
-
-    # Every `lakestack:*` key the engine passed, so a misspelt key is refused here as it is by the YAML reader.
-    # The SDK keeps the bag in runtime.config (set by the language host, or by set_all_config in tests).
-    names = {*runtime_config.CONFIG.get(), *runtime_config.get_config_env()}
+    stack = pulumi.get_stack()
     ours = pulumi.Config(PROJECT)
-    keys = sorted({n.split(":", 1)[1] for n in names if n.startswith(f"{PROJECT}:")} | set(_KNOWN_KEYS))
+    keys = sorted(set(_stack_file_keys(stack, project_dir or PROJECT_DIR)) | set(_KNOWN_KEYS))
     raw = {key: decode(ours.get(key)) for key in keys}
     aws = pulumi.Config("aws")
     return parse_settings(
-        pulumi.get_stack(),
+        stack,
         {k: v for k, v in raw.items() if v is not None},
         region=aws.get("region"),
         endpoint_url=_endpoint_from(decode(aws.get("endpoints"))),
         where="stack configuration",
     )
+
+
+def _stack_file_keys(stack: str, project_dir: Path) -> list[str]:
+    """The ``lakestack:*`` keys (without the prefix) in ``Pulumi.<stack>.yaml``; none when there is no file."""
+    path = project_dir / f"Pulumi.{stack}.yaml"
+    if not path.is_file():
+        return []
+    raw = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
+    return [key.split(":", 1)[1] for key in raw if key.startswith(f"{PROJECT}:")]

@@ -117,7 +117,9 @@ def declare(
     if settings.cluster.enabled:
         if cluster_inputs is None:
             raise NotBuiltError("the cluster is enabled but no job artifacts were built (internal error)")
-        cluster_id = _declare_cluster(settings, cluster_inputs, key, stream, storage, catalog, tags)
+        cluster_id = _declare_cluster(
+            settings, cluster_inputs, key=key, stream=stream, storage=storage, catalog=catalog, tags=tags
+        )
     monitoring = Monitoring(
         "monitoring",
         MonitoringArgs(
@@ -141,6 +143,7 @@ def declare(
 def _declare_cluster(
     settings: StackSettings,
     inputs: ClusterInputs,
+    *,
     key: StackKey,
     stream: Stream,
     storage: LakeStorage,
@@ -196,13 +199,18 @@ def _declare_cluster(
     return cluster.cluster_id
 
 
-def main(*, prepare: Callable[[StackSettings], ClusterInputs] = build_cluster_inputs) -> None:
+def main(
+    *,
+    prepare: Callable[[StackSettings], ClusterInputs] = build_cluster_inputs,
+    project_dir: Path | None = None,
+) -> None:
     """Run the program: read and validate the stack configuration, declare, export.
 
     Args:
         prepare: builds the cluster's local inputs; tests pass a cheap stand-in.
+        project_dir: where the stack files are; the repository root by default.
     """
-    settings = settings_from_pulumi()
+    settings = settings_from_pulumi(project_dir=project_dir)
     check_buildable(settings)
     inputs = prepare(settings) if settings.cluster.enabled else None
     for name, value in declare(settings, cluster_inputs=inputs).items():

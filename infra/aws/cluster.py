@@ -98,7 +98,10 @@ def security_configuration(*, kms_key_arn: str, certificates_s3_uri: str) -> dic
 
 
 class SparkCluster(pulumi.ComponentResource):
-    """EMR cluster with Spark. Outputs: ``cluster_id``, ``master_public_dns`` (private: no public IPs)."""
+    """EMR cluster with Spark in a private subnet (no public IPs).
+
+    Outputs: ``cluster_id``. Also kept as an attribute: ``master_dns``, the primary node's private DNS name.
+    """
 
     def __init__(self, name: str, args: SparkClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("lakestack:aws:SparkCluster", name, None, opts)
@@ -138,7 +141,11 @@ class SparkCluster(pulumi.ComponentResource):
             ),
             opts=child,
         )
-        ebs = [{"size": CORE_VOLUME_GB, "type": "gp3", "volumes_per_instance": 1}]
+        ebs = [
+            aws.emr.ClusterCoreInstanceGroupEbsConfigArgs(
+                size=CORE_VOLUME_GB, type="gp3", volumes_per_instance=1
+            )
+        ]
         cluster = aws.emr.Cluster(
             f"{name}-cluster",
             name=args.cluster_name,
@@ -146,19 +153,19 @@ class SparkCluster(pulumi.ComponentResource):
             applications=["Spark"],
             service_role=args.service_role_arn,
             security_configuration=security.name,
-            ec2_attributes={
-                "subnet_id": args.subnet_id,
-                "instance_profile": args.instance_profile_arn,
-                "emr_managed_master_security_group": groups["primary"].id,
-                "emr_managed_slave_security_group": groups["core"].id,
-                "service_access_security_group": groups["service-access"].id,
-            },
-            master_instance_group={"instance_type": args.sizing.instance_type, "instance_count": 1},
-            core_instance_group={
-                "instance_type": args.sizing.instance_type,
-                "instance_count": args.sizing.workers,
-                "ebs_configs": ebs,
-            },
+            ec2_attributes=aws.emr.ClusterEc2AttributesArgs(
+                subnet_id=args.subnet_id,
+                instance_profile=args.instance_profile_arn,
+                emr_managed_master_security_group=groups["primary"].id,
+                emr_managed_slave_security_group=groups["core"].id,
+                service_access_security_group=groups["service-access"].id,
+            ),
+            master_instance_group=aws.emr.ClusterMasterInstanceGroupArgs(
+                instance_type=args.sizing.instance_type, instance_count=1
+            ),
+            core_instance_group=aws.emr.ClusterCoreInstanceGroupArgs(
+                instance_type=args.sizing.instance_type, instance_count=args.sizing.workers, ebs_configs=ebs
+            ),
             ebs_root_volume_size=ROOT_VOLUME_GB,
             configurations_json=json.dumps(
                 spark_configurations(args.sizing, parallelism=args.parallelism, max_workers=args.max_workers)

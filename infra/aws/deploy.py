@@ -10,6 +10,7 @@ written twice.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -150,9 +151,7 @@ class JobDeployment(pulumi.ComponentResource):
         step_ids: dict[str, pulumi.Output[str]] = {}
         for pipeline, flags in args.job_args.items():
             submit = pulumi.Output.all(args.artifact_bucket, *flags).apply(
-                lambda v, p=pipeline: spark_submit_args(
-                    pipeline=p, artifact_bucket=v[0], key_prefix=a.key_prefix, job_args=v[1:]
-                )
+                functools.partial(_submit_args, pipeline, a.key_prefix)
             )
             step = EmrStep(
                 f"{name}-{pipeline}",
@@ -169,3 +168,10 @@ class JobDeployment(pulumi.ComponentResource):
         )
         self.step_ids = step_ids
         self.register_outputs({"artifact_prefix": self.artifact_prefix, "step_ids": step_ids})
+
+
+def _submit_args(pipeline: str, key_prefix: str, values: list[Any]) -> list[str]:
+    """spark-submit arguments of one pipeline, once the bucket name and flags are known (bucket first)."""
+    return spark_submit_args(
+        pipeline=pipeline, artifact_bucket=values[0], key_prefix=key_prefix, job_args=values[1:]
+    )

@@ -156,5 +156,6 @@ class ClusterRoles(pulumi.ComponentResource):
                 "service_role_arn": self.service_role_arn,
                 "instance_role_arn": self.instance_role_arn,
                 "instance_profile_arn": self.instance_profile_arn,
+                "instance_profile_name": self.instance_profile_name,
             }
         )

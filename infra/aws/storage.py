@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -28,8 +27,8 @@ class LakeStorageArgs:
     tags: Mapping[str, str] = field(default_factory=dict)
 
 
-def _lifecycle_rules(role: str) -> list[dict[str, Any]]:
-    rules: list[dict[str, Any]] = [
+def _lifecycle_rules(role: str) -> list[aws.s3.BucketLifecycleConfigurationRuleArgsDict]:
+    rules: list[aws.s3.BucketLifecycleConfigurationRuleArgsDict] = [
         {
             "id": "abort-incomplete-uploads",
             "status": "Enabled",

@@ -113,6 +113,10 @@ def execute_program(
     recorded = run if run is not None else Run()
     pulumi.runtime.set_mocks(RecordingMocks(recorded), project="lakestack", stack=stack, preview=False)
     pulumi.runtime.set_all_config({k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()})
+    # The program lists the stack's keys from its Pulumi.<stack>.yaml, as `pulumi up` leaves it on disk.
+    project = tmp_path / "project"
+    project.mkdir(exist_ok=True)
+    (project / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump({"config": config}))
     tls = tmp_path / "tls.zip"
     tls.write_bytes(b"certs")
     inputs = program.ClusterInputs(artifacts=artifacts or fake_artifacts(tmp_path), tls_certificates=tls)
@@ -120,7 +124,7 @@ def execute_program(
 
     @pulumi.runtime.test
     def program_run():
-        program.main(prepare=lambda _settings: inputs)
+        program.main(prepare=lambda _settings: inputs, project_dir=project)
         return pulumi.Output.from_input(exported).apply(recorded.exports.update)
 
     with mock.patch.object(pulumi, "export", lambda name, value: exported.__setitem__(name, value)):

@@ -19,7 +19,9 @@ def test_concurrent_producers_on_one_shard_lose_nothing(moto_endpoint, unique_na
             records = [{"Data": f"{worker}-{batch}-{n}".encode(), "PartitionKey": "k"} for n in range(20)]
             reply = client.put_records(StreamName=unique_name, Records=records)
             failed += reply["FailedRecordCount"]
-            acked.extend((r["ShardId"], r["SequenceNumber"]) for r in reply["Records"] if "SequenceNumber" in r)
+            acked.extend(
+                (r["ShardId"], r["SequenceNumber"]) for r in reply["Records"] if "SequenceNumber" in r
+            )
         return failed, acked
 
     # The results come back to this thread, so a failure is asserted here instead of lost in a worker.
