@@ -97,7 +97,20 @@ def test_sizing_follows_the_kpu_rule(parallelism, per_worker, instance, expected
             {"pipelines": ["ingest", "etl"]},
             "lakestack:pipelines",
             "'etl'",
-            "pipeline names among ingest, sales",
+            "pipeline names among ingest",
+        ),
+        (
+            # Only jobs that exist are pipeline names: sales is refused until its job is built.
+            {"pipelines": ["sales"]},
+            "lakestack:pipelines",
+            "'sales'",
+            "pipeline names among ingest",
+        ),
+        (
+            {"stream": {"mode": "burst"}},
+            "lakestack:stream.mode",
+            "'burst'",
+            "on-demand or provisioned",
         ),
         (
             {"parallelism": 8, "cluster": {"maxWorkers": 1}},
