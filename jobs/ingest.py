@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-log = logging.getLogger("lakestack.ingest")
+log = logging.getLogger(__name__)
 
 BRONZE_COLUMNS: tuple[str, ...] = (
     "data",

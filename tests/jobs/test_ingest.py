@@ -175,7 +175,7 @@ def test_local_table_with_an_emulated_stream_and_per_batch_source_metrics(
         checkpoint=str(tmp_path / "checkpoint"),
         trigger="available-now",
     )
-    with caplog.at_level(logging.INFO, logger="lakestack.ingest"):
+    with caplog.at_level(logging.INFO, logger="jobs.ingest"):
         assert ingest.run(settings, spark=spark) == 0
     rows = DeltaTable(settings.table).to_pyarrow_table(columns=["data"]).column("data").to_pylist()
     assert sorted(rows) == sorted(sent.values())
