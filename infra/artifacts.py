@@ -11,13 +11,16 @@ job version needs no bootstrap action and no new cluster. Spark is not in the ba
 The content hash covers the job sources (``jobs/``), the dependency list, the target and the launcher, and is
 computed before anything is built, so an unchanged version is never rebuilt or re-uploaded. Changing job code
 changes the hash, the S3 keys, and therefore the EMR steps: ``pulumi up`` redeploys.
+
+The load generator (``lakestack:loadgen``) gets the same treatment: a wheel of ``loadtest/`` and the task runner
+(``infra/aws/loadgen_task.py``) under ``loadgen/<hash>/``; the Fargate tasks install them into the public
+Locust image at start-up.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
-import io
 import os
 import shutil
 import subprocess
@@ -28,25 +31,37 @@ import tomllib
 import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from infra.errors import ArtifactError
 from infra.sizing import Architecture
 
 CLUSTER_PYTHON = "3.11"
+# emr-spark-8.0.0 ships Python 3.11, 3.12 and 3.13; the packed wheels are cp311, so the steps pin this one.
+CLUSTER_PYTHON_PATH = f"/usr/bin/python{CLUSTER_PYTHON}"
 LAUNCHER_NAME = "run_job.py"
 ENVIRONMENT_NAME = "environment.tar.gz"
-LAUNCHER = '''"""spark-submit entry: `run_job.py <job> [flags]` runs `python -m jobs <job> [flags]` from the packed environment."""
+LAUNCHER = f'''"""spark-submit entry: `run_job.py <job> [flags]` runs `python -m jobs <job> [flags]` from the packed environment."""
 
 import sys
 
-from jobs.__main__ import main
+# The packed environment holds compiled wheels for one Python; another interpreter would fail later, obscurely.
+if sys.version_info[:2] != ({CLUSTER_PYTHON.replace(".", ", ")}):
+    sys.exit(
+        "lakestack: the job environment is built for Python {CLUSTER_PYTHON}, but this is Python "
+        + sys.version.split()[0]
+        + " (" + sys.executable + "); set spark.pyspark.python to {CLUSTER_PYTHON_PATH}"
+    )
+
+from jobs.__main__ import main  # noqa: E402 - after the interpreter check
 
 sys.exit(main(sys.argv[1:]))
 '''
 _IGNORED_PARTS = {"__pycache__", ".pytest_cache", ".ruff_cache"}
 WHEEL_DIST = "lakestack_jobs"
+LOADGEN_WHEEL_DIST = "lakestack_loadtest"
+LOADGEN_RUNNER_NAME = "run_loadgen.py"
+LOADGEN_RUNNER_SOURCE = Path(__file__).resolve().parent / "aws" / "loadgen_task.py"
 # Zip entries get a fixed date so the wheel's bytes depend on its files only (1980 is the zip format's epoch).
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 
@@ -66,6 +81,20 @@ class JobArtifacts:
         return f"jobs/{self.content_hash}/"
 
 
+@dataclass(frozen=True)
+class LoadgenArtifacts:
+    """The load suite's wheel and the Fargate task runner, and the hash their S3 keys are built from."""
+
+    content_hash: str
+    wheel: Path
+    runner: Path
+
+    @property
+    def key_prefix(self) -> str:
+        """S3 key prefix of this version, e.g. ``loadgen/3f2a.../``."""
+        return f"loadgen/{self.content_hash}/"
+
+
 def cluster_requirements(pyproject: Path) -> tuple[str, ...]:
     """The project's base dependencies: what the jobs need on a cluster (extras are for this machine)."""
     return tuple(sorted(tomllib.loads(pyproject.read_text())["project"]["dependencies"]))
@@ -83,6 +112,7 @@ def source_hash(
     requirements: Sequence[str],
     architecture: Architecture,
     packages: Sequence[str] = ("jobs",),
+    extra: Sequence[bytes] = (),
 ) -> str:
     """A 16-hex-digit digest of the job sources and everything else that shapes the artifacts.
 
@@ -91,11 +121,14 @@ def source_hash(
         requirements: the dependency specifiers packed for the cluster.
         architecture: the cluster's CPU architecture.
         packages: top-level folders whose files are hashed.
+        extra: further contents that shape the artifacts (e.g. a runner script shipped beside them).
     """
     digest = hashlib.sha256()
     digest.update(f"python={CLUSTER_PYTHON};arch={architecture};launcher={LAUNCHER}\n".encode())
     for requirement in requirements:
         digest.update(f"req={requirement}\n".encode())
+    for content in extra:
+        digest.update(b"extra=" + content + b"\0")
     for package in packages:
         root = project_dir / package
         if not root.is_dir():
@@ -122,15 +155,27 @@ def build_jobs_wheel(project_dir: Path, out_dir: Path) -> Path:
     Returns:
         Path of ``lakestack_jobs-<version>-py3-none-any.whl``.
     """
+    return build_package_wheel(project_dir, out_dir, package="jobs", dist=WHEEL_DIST)
+
+
+def build_package_wheel(project_dir: Path, out_dir: Path, *, package: str, dist: str) -> Path:
+    """Write a pure-Python wheel of one top-level package (no dependencies declared); reproducible.
+
+    Args:
+        project_dir: the repository root (holding the package and ``pyproject.toml``).
+        out_dir: folder the wheel is written to.
+        package: the package folder, e.g. ``jobs`` or ``loadtest``.
+        dist: the distribution name, e.g. ``lakestack_jobs``.
+    """
     version = tomllib.loads((project_dir / "pyproject.toml").read_text())["project"]["version"]
-    dist_info = f"{WHEEL_DIST}-{version}.dist-info"
+    dist_info = f"{dist}-{version}.dist-info"
     entries: list[tuple[str, bytes]] = [
         (path.relative_to(project_dir).as_posix(), path.read_bytes())
-        for path in _source_files(project_dir / "jobs")
+        for path in _source_files(project_dir / package)
         if path.suffix == ".py"
     ]
     entries.append(
-        (f"{dist_info}/METADATA", f"Metadata-Version: 2.1\nName: {WHEEL_DIST}\nVersion: {version}\n".encode())
+        (f"{dist_info}/METADATA", f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n".encode())
     )
     entries.append(
         (
@@ -142,7 +187,7 @@ def build_jobs_wheel(project_dir: Path, out_dir: Path) -> Path:
     record += f"{dist_info}/RECORD,,\n"
     entries.append((f"{dist_info}/RECORD", record.encode()))
     out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / f"{WHEEL_DIST}-{version}-py3-none-any.whl"
+    target = out_dir / f"{dist}-{version}-py3-none-any.whl"
     with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for name, data in entries:
             info = zipfile.ZipInfo(name, date_time=_ZIP_DATE)
@@ -252,51 +297,30 @@ def tls_domain(region: str) -> str:
     return "ec2.internal" if region == "us-east-1" else f"{region}.compute.internal"
 
 
-def tls_certificates(cache_dir: Path, *, region: str) -> Path:
-    """A zip of PEM files for EMR in-transit encryption, generated once and then reused.
+def build_loadgen_artifacts(project_dir: Path, out_dir: Path) -> LoadgenArtifacts:
+    """Build (or reuse, when the hash is unchanged) the ``loadtest`` wheel and the Fargate task runner.
 
-    Reusing the file keeps the security configuration, and so the cluster, from being replaced on every
-    ``pulumi up``. The certificate is self-signed for ``*.<region private domain>``, valid 5 years.
+    No network: the wheel declares no dependencies (the Locust image has Locust; the runner installs boto3).
+
+    Args:
+        project_dir: the repository root (holding ``loadtest/``).
+        out_dir: cache folder; each version lands in ``out_dir/<hash>/``.
     """
-    target = cache_dir / f"emr-tls-{region}.zip"
-    if target.is_file():
-        return target
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
-    from cryptography.x509.oid import NameOID
-
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"*.{tls_domain(region)}")])
-    now = datetime.now(UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(days=1))
-        .not_valid_after(now + timedelta(days=5 * 365))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(f"*.{tls_domain(region)}")]), critical=False)
-        .sign(key, hashes.SHA256())
+    runner = LOADGEN_RUNNER_SOURCE.read_bytes()
+    content_hash = source_hash(
+        project_dir, requirements=(), architecture="x86_64", packages=("loadtest",), extra=(runner,)
     )
-    cert_pem = cert.public_bytes(serialization.Encoding.PEM)
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.TraditionalOpenSSL,
-        serialization.NoEncryption(),
-    )
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        # The file names EMR looks for in a PEM certificate zip.
-        archive.writestr("privateKey.pem", key_pem)
-        archive.writestr("certificateChain.pem", cert_pem)
-        archive.writestr("trustedCertificates.pem", cert_pem)
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    partial = target.with_suffix(".partial")
-    partial.write_bytes(buffer.getvalue())
-    os.replace(partial, target)
-    return target
+    target = out_dir / content_hash
+    wheels = sorted(target.glob("*.whl")) if target.is_dir() else []
+    if (target / LOADGEN_RUNNER_NAME).is_file() and wheels:
+        return LoadgenArtifacts(content_hash, wheels[0], target / LOADGEN_RUNNER_NAME)
+    staging = out_dir / f".{content_hash}.partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    wheel = build_package_wheel(project_dir, staging, package="loadtest", dist=LOADGEN_WHEEL_DIST)
+    (staging / LOADGEN_RUNNER_NAME).write_bytes(runner)
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(staging, target)
+    return LoadgenArtifacts(content_hash, target / wheel.name, target / LOADGEN_RUNNER_NAME)
 
 
 def file_digest(path: Path) -> str:

@@ -11,6 +11,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args
 
@@ -21,8 +22,11 @@ from infra.sizing import INSTANCE_TYPES, Sizing, size_cluster
 
 Cloud = Literal["aws", "azure"]
 StreamMode = Literal["on-demand", "provisioned"]
-# The jobs a stack can deploy; a pipeline joins this list when its job exists.
-Pipeline = Literal["ingest"]
+# The pipelines a stack can run, each as its own step with its own checkpoint. orders-cow and orders-mor are
+# the orders job in its two layouts (`--layout cow|mor`), side by side.
+Pipeline = Literal["ingest", "sales", "fraud", "orders-cow", "orders-mor", "maintenance"]
+# How bucket names are made globally unique: `<prefix>-<role>-<account>-<region>`, or as configured.
+BucketSuffix = Literal["account-region", "none"]
 T = TypeVar("T", bound=str)
 
 PROJECT = "lakestack"
@@ -38,9 +42,38 @@ DEFAULT_RELEASE_LABEL = "emr-spark-8.0.0"
 MIN_RETENTION_HOURS, MAX_RETENTION_HOURS = 24, 8760
 # EMR's auto-termination idle timeout ranges from 1 minute to 7 days.
 MAX_IDLE_MINUTES = 7 * 24 * 60
+# A stack nobody re-deploys is tagged to expire this long after its last `pulumi up`.
+DEFAULT_TTL_HOURS = 24
+MAX_TTL_HOURS = 365 * 24
+EXPIRES_AT_TAG = "lakestack:expires-at"
+# An AWS account id is 12 digits; the longest region names (ap-southeast-2, ...) have 14 characters.
+_ACCOUNT_DIGITS = 12
 _LONGEST_ROLE = max(len(r) for r in BUCKET_ROLES) + 1
 _PREFIX_RE = re.compile(r"^[a-z0-9][a-z0-9-]*[a-z0-9]$")
 _RELEASE_RE = re.compile(r"^emr-[a-z0-9.-]+$")
+_EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+# Fargate's valid task sizes: CPU units -> allowed memory (MiB).
+FARGATE_SIZES: dict[int, tuple[int, ...]] = {
+    256: (512, 1024, 2048),
+    512: tuple(range(1024, 4097, 1024)),
+    1024: tuple(range(2048, 8193, 1024)),
+    2048: tuple(range(4096, 16385, 1024)),
+    4096: tuple(range(8192, 30721, 1024)),
+}
+MAX_LOADGEN_WORKERS = 50
+# The flags the program sets on every pipeline step itself (contract C3 and the ingest job's); extra flags
+# from lakestack:jobFlags may not override them, or two pipelines could end up sharing a checkpoint.
+RESERVED_JOB_FLAGS = (
+    "--source-table",
+    "--lake",
+    "--checkpoint",
+    "--table",
+    "--stream",
+    "--layout",
+    "--region",
+)
+# Security controls that are on by default; each can be switched off only by its own key (see the plan).
+SECURITY_CONTROLS = ("flowLogs", "restrictDefaultSecurityGroup", "explicitKeyPolicy", "s3AccessLogging")
 # Keys the program reads; anything else under `lakestack:` is a typo worth reporting.
 _KNOWN_KEYS = (
     "cloud",
@@ -51,6 +84,13 @@ _KNOWN_KEYS = (
     "pipelines",
     "namePrefix",
     "buckets",
+    "bucketSuffix",
+    "ttlHours",
+    "expiresAt",
+    "alertEmail",
+    "security",
+    "loadgen",
+    "jobFlags",
 )
 
 
@@ -76,6 +116,38 @@ class ClusterSettings:
 
 
 @dataclass(frozen=True)
+class SecuritySettings:
+    """Security controls beyond the always-on ones; each is on unless its ``lakestack:security.<key>`` is false."""
+
+    flow_logs: bool = True
+    restrict_default_security_group: bool = True
+    explicit_key_policy: bool = True
+    s3_access_logging: bool = True
+
+    def deviations(self) -> list[str]:
+        """The config keys that switched a control off, in the order of ``SECURITY_CONTROLS``."""
+        values = (
+            self.flow_logs,
+            self.restrict_default_security_group,
+            self.explicit_key_policy,
+            self.s3_access_logging,
+        )
+        return [
+            f"lakestack:security.{key}" for key, on in zip(SECURITY_CONTROLS, values, strict=True) if not on
+        ]
+
+
+@dataclass(frozen=True)
+class LoadgenSettings:
+    """Locust on ECS Fargate in the stack's private subnet: one master and ``workers`` workers per run."""
+
+    workers: int
+    cpu: int = 1024
+    memory_mb: int = 2048
+    image: str = "locustio/locust:2.47.0"
+
+
+@dataclass(frozen=True)
 class StackSettings:
     """Everything the program and ``lakestack plan`` need, validated."""
 
@@ -90,6 +162,15 @@ class StackSettings:
     pipelines: tuple[Pipeline, ...]
     bucket_names: Mapping[str, str]
     endpoint_url: str | None = None
+    bucket_suffix: BucketSuffix = "none"
+    # Roles whose bucket name was set in lakestack:buckets: used exactly as given, never suffixed.
+    explicit_buckets: frozenset[str] = frozenset()
+    expires_at: datetime = datetime(2000, 1, 1, tzinfo=UTC)
+    alert_email: str | None = None
+    security: SecuritySettings = SecuritySettings()
+    loadgen: LoadgenSettings | None = None
+    job_flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    aws_profile: str | None = None
     sizing: Sizing = field(init=False)
 
     def __post_init__(self) -> None:
@@ -97,6 +178,7 @@ class StackSettings:
             parallelism=self.parallelism,
             parallelism_per_worker=self.parallelism_per_worker,
             instance=INSTANCE_TYPES[self.cluster.instance_type],
+            applications=len(self.pipelines),
         )
         object.__setattr__(self, "sizing", sizing)
 
@@ -109,6 +191,30 @@ class StackSettings:
     def is_local(self) -> bool:
         """True when the provider endpoints point at the embedded emulator."""
         return self.endpoint_url is not None
+
+    @property
+    def needs_network(self) -> bool:
+        """True when the stack declares a VPC: for the cluster or for the load generator."""
+        return self.cluster.enabled or self.loadgen is not None
+
+    def bucket_names_for(self, account_id: str) -> dict[str, str]:
+        """The real bucket names once the account is known: ``<prefix>-<role>-<account>-<region>`` with the
+        ``account-region`` suffix, except for names set explicitly in ``lakestack:buckets``."""
+        if self.bucket_suffix == "none":
+            return dict(self.bucket_names)
+        return {
+            role: name if role in self.explicit_buckets else f"{name}-{account_id}-{self.region}"
+            for role, name in self.bucket_names.items()
+        }
+
+    @property
+    def tags(self) -> dict[str, str]:
+        """Tags on every resource of the stack."""
+        return {
+            "lakestack:project": PROJECT,
+            "lakestack:stack": self.stack,
+            EXPIRES_AT_TAG: self.expires_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
 
 
 def _int(key: str, value: Any, *, minimum: int, maximum: int | None, where: str, allowed: str = "") -> int:
@@ -151,6 +257,8 @@ def parse_settings(
     *,
     region: str | None = None,
     endpoint_url: str | None = None,
+    aws_profile: str | None = None,
+    now: datetime | None = None,
     where: str = "",
 ) -> StackSettings:
     """Validate raw ``lakestack:*`` configuration into :class:`StackSettings`.
@@ -160,6 +268,8 @@ def parse_settings(
         config: values keyed without the ``lakestack:`` prefix, as YAML or JSON would decode them.
         region: the ``aws:region`` value; ``us-east-1`` when unset.
         endpoint_url: the emulator endpoint when the provider is aimed at one (the local stack).
+        aws_profile: the ``aws:profile`` value, which the program's own AWS calls use too.
+        now: the time a TTL counts from (``pulumi up`` time); the current time when ``None``.
         where: where the values came from, for error messages.
 
     Raises:
@@ -167,25 +277,67 @@ def parse_settings(
     """
     _check_keys(config, where=where)
     cloud = _parse_choice("lakestack:cloud", config.get("cloud", "aws"), CLOUDS, where=where)
-    prefix = _parse_prefix(config.get("namePrefix", f"{PROJECT}-{stack}"), where=where)
+    region = region or "us-east-1"
+    local = endpoint_url is not None
+    suffix = _parse_choice(
+        "lakestack:bucketSuffix",
+        config.get("bucketSuffix", "none" if local or cloud != "aws" else "account-region"),
+        get_args(BucketSuffix),
+        where=where,
+    )
+    default_prefix = f"{PROJECT}-{stack}"
+    prefix = _parse_prefix(
+        config.get("namePrefix", default_prefix),
+        reserved=len(f"-{'0' * _ACCOUNT_DIGITS}-{region}") if suffix == "account-region" else 0,
+        where=where,
+    )
     parallelism = _int(
         "lakestack:parallelism", config.get("parallelism", 4), minimum=1, maximum=None, where=where
     )
+    pipelines = _parse_pipelines(config.get("pipelines", ["ingest"]), where=where)
     cluster, per_worker = _parse_cluster(
-        config.get("cluster"), config.get("parallelismPerWorker"), parallelism=parallelism, where=where
+        config.get("cluster"),
+        config.get("parallelismPerWorker"),
+        parallelism=parallelism,
+        pipelines=len(pipelines),
+        where=where,
     )
+    explicit = _mapping("lakestack:buckets", config.get("buckets"), where=where, fields=BUCKET_ROLES)
+    if (
+        suffix == "none"
+        and not local
+        and cloud == "aws"
+        and prefix == default_prefix
+        and len(explicit) < len(BUCKET_ROLES)
+    ):
+        raise ConfigError(
+            "lakestack:bucketSuffix",
+            "none",
+            f"account-region while lakestack:namePrefix is the shipped {default_prefix!r}: S3 bucket names are "
+            f"global, so {default_prefix}-lake belongs to whoever deployed it first. Set lakestack:namePrefix "
+            "to something only you use, or remove lakestack:bucketSuffix",
+            where=where,
+        )
     return StackSettings(
         stack=stack,
         cloud=cloud,
-        region=region or "us-east-1",
+        region=region,
         name_prefix=prefix,
         parallelism=parallelism,
         parallelism_per_worker=per_worker,
         stream=_parse_stream(config.get("stream"), prefix=prefix, where=where),
         cluster=cluster,
-        pipelines=_parse_pipelines(config.get("pipelines", ["ingest"]), where=where),
-        bucket_names=_parse_buckets(config.get("buckets"), prefix=prefix, where=where),
+        pipelines=pipelines,
+        bucket_names=_parse_buckets(explicit, prefix=prefix, where=where),
         endpoint_url=endpoint_url,
+        bucket_suffix=suffix,
+        explicit_buckets=frozenset(explicit),
+        expires_at=_parse_expiry(config.get("ttlHours"), config.get("expiresAt"), now=now, where=where),
+        alert_email=_parse_email(config.get("alertEmail"), where=where),
+        security=_parse_security(config.get("security"), where=where),
+        loadgen=_parse_loadgen(config.get("loadgen"), local=local, where=where),
+        job_flags=_parse_job_flags(config.get("jobFlags"), pipelines=pipelines, where=where),
+        aws_profile=aws_profile,
     )
 
 
@@ -208,21 +360,23 @@ def _parse_choice(key: str, value: Any, allowed: tuple[T, ...], *, where: str) -
     raise ConfigError(key, value, f"one of {', '.join(map(str, allowed))}", where=where)
 
 
-def _parse_prefix(prefix: Any, *, where: str) -> str:
-    max_prefix = 63 - _LONGEST_ROLE
+def _parse_prefix(prefix: Any, *, reserved: int, where: str) -> str:
+    """The name prefix; ``reserved`` characters of the 63 a bucket name may have go to the suffix."""
+    max_prefix = 63 - _LONGEST_ROLE - reserved
     if not isinstance(prefix, str) or not _PREFIX_RE.match(prefix) or len(prefix) > max_prefix:
+        suffix = " plus the -<account>-<region> suffix" if reserved else ""
         raise ConfigError(
             "lakestack:namePrefix",
             prefix,
             f"lowercase letters, digits and hyphens, 3 to {max_prefix} characters "
-            "(it starts every bucket name, and S3 bucket names are at most 63)",
+            f"(it starts every bucket name{suffix}, and S3 bucket names are at most 63)",
             where=where,
         )
     return prefix
 
 
 def _parse_cluster(
-    value: Any, per_worker_value: Any, *, parallelism: int, where: str
+    value: Any, per_worker_value: Any, *, parallelism: int, pipelines: int, where: str
 ) -> tuple[ClusterSettings, int]:
     """``lakestack:cluster`` and ``lakestack:parallelismPerWorker`` (bounded by the instance's vCPUs)."""
     raw = _mapping(
@@ -248,9 +402,20 @@ def _parse_cluster(
         where=where,
         allowed=f"an integer from 1 to {instance.vcpus} (the vCPUs of {instance_type})",
     )
-    workers = size_cluster(
-        parallelism=parallelism, parallelism_per_worker=per_worker, instance=instance
-    ).workers
+    sizing = size_cluster(
+        parallelism=parallelism, parallelism_per_worker=per_worker, instance=instance, applications=pipelines
+    )
+    workers = sizing.workers
+    enabled = _bool("lakestack:cluster.enabled", raw.get("enabled", True), where=where)
+    if enabled and sizing.executor_memory_gb < 1:
+        raise ConfigError(
+            "lakestack:cluster.instanceType",
+            instance_type,
+            f"an instance type with room for {pipelines} pipelines' drivers and executors on {workers} "
+            f"node(s): {instance_type} leaves less than 1 GB per executor. Choose a larger type (e.g. one "
+            "with twice the memory), raise lakestack:parallelism, or run fewer pipelines",
+            where=where,
+        )
     release = raw.get("releaseLabel", DEFAULT_RELEASE_LABEL)
     if not isinstance(release, str) or not _RELEASE_RE.match(release):
         raise ConfigError(
@@ -260,7 +425,7 @@ def _parse_cluster(
             where=where,
         )
     cluster = ClusterSettings(
-        enabled=_bool("lakestack:cluster.enabled", raw.get("enabled", True), where=where),
+        enabled=enabled,
         instance_type=instance_type,
         release_label=release,
         idle_timeout_minutes=_int(
@@ -346,9 +511,160 @@ def _parse_pipelines(value: Any, *, where: str) -> tuple[Pipeline, ...]:
         ) from error
 
 
-def _parse_buckets(value: Any, *, prefix: str, where: str) -> dict[str, str]:
-    raw = _mapping("lakestack:buckets", value, where=where, fields=BUCKET_ROLES)
-    return {role: str(raw.get(role, f"{prefix}-{role}")) for role in BUCKET_ROLES}
+def _parse_buckets(raw: Mapping[str, Any], *, prefix: str, where: str) -> dict[str, str]:
+    names = {role: raw.get(role, f"{prefix}-{role}") for role in BUCKET_ROLES}
+    for role, name in names.items():
+        if not isinstance(name, str) or not re.match(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$", name):
+            raise ConfigError(
+                f"lakestack:buckets.{role}",
+                name,
+                "an S3 bucket name (3-63 lowercase letters, digits, '.', '-')",
+                where=where,
+            )
+    return names
+
+
+def _parse_expiry(ttl_value: Any, at_value: Any, *, now: datetime | None, where: str) -> datetime:
+    """``lakestack:expiresAt`` (an ISO 8601 time) or ``lakestack:ttlHours`` from now, rounded up to the hour.
+
+    Rounding keeps the tag (and so every resource) unchanged by a second ``pulumi up`` within the same hour.
+    """
+    if ttl_value is not None and at_value is not None:
+        raise ConfigError(
+            "lakestack:ttlHours",
+            ttl_value,
+            "no value when lakestack:expiresAt is set (use one of the two)",
+            where=where,
+        )
+    if at_value is not None:
+        try:
+            parsed = datetime.fromisoformat(str(at_value))
+        except ValueError:
+            parsed = None
+        if parsed is None or parsed.tzinfo is None:
+            raise ConfigError(
+                "lakestack:expiresAt",
+                at_value,
+                "an ISO 8601 time with a zone, e.g. 2026-12-01T18:00:00Z",
+                where=where,
+            )
+        return parsed.astimezone(UTC)
+    hours = _int(
+        "lakestack:ttlHours",
+        DEFAULT_TTL_HOURS if ttl_value is None else ttl_value,
+        minimum=1,
+        maximum=MAX_TTL_HOURS,
+        where=where,
+    )
+    start = (now or datetime.now(UTC)).astimezone(UTC) + timedelta(hours=hours)
+    whole_hour = start.replace(minute=0, second=0, microsecond=0)
+    return whole_hour if whole_hour == start else whole_hour + timedelta(hours=1)
+
+
+def _parse_email(value: Any, *, where: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _EMAIL_RE.match(value):
+        raise ConfigError(
+            "lakestack:alertEmail", value, "an e-mail address for the alarm's SNS topic", where=where
+        )
+    return value
+
+
+def _parse_security(value: Any, *, where: str) -> SecuritySettings:
+    raw = _mapping("lakestack:security", value, where=where, fields=SECURITY_CONTROLS)
+    on = {
+        key: _bool(f"lakestack:security.{key}", raw.get(key, True), where=where) for key in SECURITY_CONTROLS
+    }
+    return SecuritySettings(
+        flow_logs=on["flowLogs"],
+        restrict_default_security_group=on["restrictDefaultSecurityGroup"],
+        explicit_key_policy=on["explicitKeyPolicy"],
+        s3_access_logging=on["s3AccessLogging"],
+    )
+
+
+def _parse_loadgen(value: Any, *, local: bool, where: str) -> LoadgenSettings | None:
+    if value is None:
+        return None
+    raw = _mapping("lakestack:loadgen", value, where=where, fields=("workers", "cpu", "memory", "image"))
+    if local:
+        raise ConfigError(
+            "lakestack:loadgen",
+            dict(raw),
+            "no value on an emulator stack (Fargate runs in AWS); use `lakestack load --workers N` locally",
+            where=where,
+        )
+    if "workers" not in raw:
+        raise ConfigError(
+            "lakestack:loadgen.workers", None, f"an integer from 1 to {MAX_LOADGEN_WORKERS}", where=where
+        )
+    workers = _int(
+        "lakestack:loadgen.workers", raw["workers"], minimum=1, maximum=MAX_LOADGEN_WORKERS, where=where
+    )
+    cpu = _int(
+        "lakestack:loadgen.cpu",
+        raw.get("cpu", 1024),
+        minimum=256,
+        maximum=4096,
+        where=where,
+        allowed=f"Fargate CPU units, one of {', '.join(map(str, FARGATE_SIZES))}",
+    )
+    if cpu not in FARGATE_SIZES:
+        raise ConfigError(
+            "lakestack:loadgen.cpu",
+            raw["cpu"],
+            f"Fargate CPU units, one of {', '.join(map(str, FARGATE_SIZES))}",
+            where=where,
+        )
+    allowed = FARGATE_SIZES[cpu]
+    memory = _int(
+        "lakestack:loadgen.memory",
+        raw.get("memory", 2048 if 2048 in allowed else allowed[0]),
+        minimum=allowed[0],
+        maximum=allowed[-1],
+        where=where,
+        allowed=f"MiB Fargate allows with {cpu} CPU units: {', '.join(map(str, allowed))}",
+    )
+    if memory not in allowed:
+        raise ConfigError(
+            "lakestack:loadgen.memory",
+            raw["memory"],
+            f"MiB Fargate allows with {cpu} CPU units: {', '.join(map(str, allowed))}",
+            where=where,
+        )
+    image = raw.get("image", LoadgenSettings.image)
+    if not isinstance(image, str) or not image or any(c.isspace() for c in image):
+        raise ConfigError("lakestack:loadgen.image", image, "a container image reference", where=where)
+    return LoadgenSettings(workers=workers, cpu=cpu, memory_mb=memory, image=image)
+
+
+def _parse_job_flags(
+    value: Any, *, pipelines: tuple[Pipeline, ...], where: str
+) -> dict[str, tuple[str, ...]]:
+    raw = _mapping("lakestack:jobFlags", value, where=where, fields=pipelines)
+    flags: dict[str, tuple[str, ...]] = {}
+    for pipeline, extra in raw.items():
+        key = f"lakestack:jobFlags.{pipeline}"
+        if not isinstance(extra, list | tuple) or not all(isinstance(f, str | int | float) for f in extra):
+            raise ConfigError(
+                key,
+                extra,
+                "a list of command-line arguments, e.g. [--trigger, processing-time=10s]",
+                where=where,
+            )
+        values = tuple(str(f) for f in extra)
+        for flag in values:
+            if flag.split("=", 1)[0] in RESERVED_JOB_FLAGS:
+                raise ConfigError(
+                    key,
+                    list(values),
+                    f"flags other than {', '.join(RESERVED_JOB_FLAGS)}: the program sets those itself, one "
+                    "checkpoint per pipeline",
+                    where=where,
+                )
+        flags[pipeline] = values
+    return flags
 
 
 def _endpoint_from(endpoints: Any) -> str | None:
@@ -389,6 +705,7 @@ def load_stack_settings(stack: str, *, project_dir: Path | None = None) -> Stack
         ours,
         region=raw.get("aws:region"),
         endpoint_url=_endpoint_from(raw.get("aws:endpoints")),
+        aws_profile=raw.get("aws:profile"),
         where=path.name,
     )
 
@@ -421,6 +738,7 @@ def settings_from_pulumi(*, project_dir: Path | None = None) -> StackSettings:
         {k: v for k, v in raw.items() if v is not None},
         region=aws.get("region"),
         endpoint_url=_endpoint_from(decode(aws.get("endpoints"))),
+        aws_profile=aws.get("profile"),
         where="stack configuration",
     )
 

@@ -29,3 +29,7 @@ class NotBuiltError(InfraError):
 
 class ArtifactError(InfraError):
     """Building or packing the job artifacts failed."""
+
+
+class DeployError(InfraError):
+    """A deployment step on the cloud (e.g. stopping a pipeline's old application) did not complete."""

@@ -65,7 +65,8 @@ def up(
     load_stack_settings(stack, project_dir=directory)
     require_cli("up")
     handle = _stack(stack, directory, create=True)
-    result = _guard("up", lambda: handle.up(on_output=on_output))
+    # Refresh first (also set in Pulumi.yaml for plain `pulumi up`): AWS changes some things on its own.
+    result = _guard("up", lambda: handle.up(on_output=on_output, refresh=True))
     return _outputs(result.outputs)
 
 
@@ -75,7 +76,7 @@ def down(stack: str, *, project_dir: Path | None = None, on_output: Callable[[st
     load_stack_settings(stack, project_dir=directory)
     require_cli("down")
     handle = _stack(stack, directory, create=False)
-    _guard("destroy", lambda: handle.destroy(on_output=on_output))
+    _guard("destroy", lambda: handle.destroy(on_output=on_output, refresh=True))
 
 
 def stack_outputs(stack: str, *, project_dir: Path | None = None, command: str = "outputs") -> dict[str, Any]:

@@ -2,24 +2,88 @@
 step per pipeline running it through spark-submit.
 
 EMR has no step resource in the AWS provider (steps on ``aws.emr.Cluster`` force a new cluster), so a small
-dynamic provider adds the step with AddJobFlowSteps and cancels it with CancelSteps. A new artifact hash
-changes the step's arguments, which replaces the step: the old query is cancelled first (two queries must
-never share one checkpoint), then the new one starts from the same checkpoint, so no record is lost or
-written twice.
+dynamic provider adds the step with AddJobFlowSteps. A new artifact hash, or new job-level Spark settings,
+change the step's arguments, which replaces the step. Two queries must never share a checkpoint, and
+cancelling an EMR step stops ``spark-submit`` but not a driver running in YARN cluster mode; so before a
+pipeline's step starts, and when its step is deleted, a short "stop" step kills the pipeline's YARN application
+by name and waits until YARN reports it gone. The new query then resumes from the same checkpoint: no record
+is lost or written twice.
+
+The provider runs in the Pulumi engine's Python host at ``pulumi up``. It calls EMR with the stack's AWS
+configuration (``aws:region`` and ``aws:profile``), not whatever credentials happen to be in the environment.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 from pulumi import dynamic
 
-from infra.artifacts import ENVIRONMENT_NAME, LAUNCHER_NAME, JobArtifacts
+from infra.artifacts import CLUSTER_PYTHON_PATH, ENVIRONMENT_NAME, LAUNCHER_NAME, JobArtifacts
+from infra.errors import DeployError
+from infra.sizing import Sizing
+
+# Kills every live YARN application with the given name and waits until none is left; fails if YARN cannot be
+# asked or the application outlives the attempts. Run by command-runner.jar as `bash -c SCRIPT stop NAME N S`.
+STOP_APPLICATION_SCRIPT = r"""set -u
+name="$1"; attempts="$2"; delay="$3"; i=0
+while :; do
+  listing=$(yarn application -list -appStates NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING 2>&1) || {
+    echo "yarn application -list failed: $listing" >&2; exit 1; }
+  ids=$(printf '%s\n' "$listing" | awk -F'\t' -v name="$name" '{
+    id = $1; app = $2; gsub(/^[ \t]+|[ \t]+$/, "", id); gsub(/^[ \t]+|[ \t]+$/, "", app)
+    if (id ~ /^application_/ && app == name) print id }')
+  if [ -z "$ids" ]; then echo "no live YARN application named $name"; exit 0; fi
+  if [ "$i" -ge "$attempts" ]; then
+    echo "YARN application $name still live after $attempts kill attempts: $ids" >&2; exit 1; fi
+  for id in $ids; do echo "killing $id ($name)"; yarn application -kill "$id" || true; done
+  i=$((i + 1)); sleep "$delay"
+done
+"""
+STOP_ATTEMPTS, STOP_DELAY_S = 12, 5
+# How long `pulumi up` waits for a stop step: queued behind other steps, then up to a minute of kills.
+STOP_WAIT_DELAY_S, STOP_WAIT_ATTEMPTS = 15, 60
+_FINISHED_CLUSTER_STATES = ("TERMINATING", "TERMINATED", "TERMINATED_WITH_ERRORS")
+
+
+def application_name(pipeline: str) -> str:
+    """The YARN application (and EMR step) name of a pipeline, unique on the cluster."""
+    return f"lakestack-{pipeline}"
+
+
+def job_spark_conf(sizing: Sizing, *, parallelism: int, max_workers: int) -> dict[str, str]:
+    """Spark settings of one pipeline's application, set on its step (changing them replaces the step, never
+    the cluster): executors and driver as sized, the pinned interpreter, shuffle parallelism."""
+    return {
+        "spark.executor.cores": str(sizing.executor_cores),
+        "spark.executor.memory": f"{sizing.executor_memory_gb}g",
+        "spark.executor.memoryOverhead": f"{sizing.executor_memory_overhead_mb}m",
+        # The driver gets exactly the room the sizing reserves for it on a core node (see infra.sizing).
+        "spark.driver.memory": f"{sizing.driver_memory_mb}m",
+        "spark.driver.memoryOverhead": f"{sizing.driver_memory_overhead_mb}m",
+        # Dynamic allocation starts at the sized workers and follows managed scaling up to the bound; it never
+        # drops below the parallelism the stream needs.
+        "spark.dynamicAllocation.enabled": "true",
+        "spark.dynamicAllocation.minExecutors": str(sizing.workers),
+        "spark.dynamicAllocation.initialExecutors": str(sizing.workers),
+        "spark.dynamicAllocation.maxExecutors": str(max_workers),
+        "spark.sql.shuffle.partitions": str(parallelism),
+        "spark.default.parallelism": str(parallelism),
+        # The packed environment is built for this interpreter; the release ships others too.
+        "spark.pyspark.python": CLUSTER_PYTHON_PATH,
+        "spark.pyspark.driver.python": CLUSTER_PYTHON_PATH,
+        "spark.yarn.appMasterEnv.PYTHONPATH": "./environment",
+        "spark.executorEnv.PYTHONPATH": "./environment",
+        # A streaming driver that dies is restarted by YARN and resumes from its checkpoint; the validity
+        # interval forgives failures older than an hour, so a long-lived query is not killed by old ones.
+        "spark.yarn.maxAppAttempts": "4",
+        "spark.yarn.am.attemptFailuresValidityInterval": "1h",
+    }
 
 
 def spark_submit_args(
@@ -28,9 +92,11 @@ def spark_submit_args(
     artifact_bucket: str,
     key_prefix: str,
     job_args: Sequence[str],
+    spark_conf: Mapping[str, str],
 ) -> list[str]:
     """The ``command-runner.jar`` arguments that run one pipeline from the packed environment."""
     base = f"s3://{artifact_bucket}/{key_prefix}"
+    conf = [arg for key in sorted(spark_conf) for arg in ("--conf", f"{key}={spark_conf[key]}")]
     return [
         "spark-submit",
         "--deploy-mode",
@@ -38,34 +104,76 @@ def spark_submit_args(
         "--master",
         "yarn",
         "--name",
-        f"lakestack-{pipeline}",
+        application_name(pipeline),
         "--archives",
         f"{base}{ENVIRONMENT_NAME}#environment",
-        "--conf",
-        "spark.yarn.appMasterEnv.PYTHONPATH=./environment",
-        "--conf",
-        "spark.executorEnv.PYTHONPATH=./environment",
-        # A streaming driver that dies is restarted by YARN and resumes from its checkpoint; the validity
-        # interval forgives failures older than an hour, so a long-lived query is not killed by old ones.
-        "--conf",
-        "spark.yarn.maxAppAttempts=4",
-        "--conf",
-        "spark.yarn.am.attemptFailuresValidityInterval=1h",
+        *conf,
         f"{base}{LAUNCHER_NAME}",
-        pipeline,
         *job_args,
     ]
 
 
+def stop_application_step(app_name: str) -> dict[str, Any]:
+    """The EMR step that kills a YARN application by name and waits until it is gone."""
+    return {
+        "Name": f"stop {app_name}",
+        "ActionOnFailure": "CONTINUE",
+        "HadoopJarStep": {
+            "Jar": "command-runner.jar",
+            "Args": [
+                "bash",
+                "-c",
+                STOP_APPLICATION_SCRIPT,
+                "stop-yarn-application",
+                app_name,
+                str(STOP_ATTEMPTS),
+                str(STOP_DELAY_S),
+            ],
+        },
+    }
+
+
+def _error_code(error: Exception) -> str | None:
+    response = getattr(error, "response", None)
+    return response.get("Error", {}).get("Code") if isinstance(response, dict) else None
+
+
 class _EmrStepProvider(dynamic.ResourceProvider):
-    # Runs inside the Pulumi engine's Python host at `pulumi up`, never in tests (mocks stand in for it).
+    # Runs inside the Pulumi engine's Python host at `pulumi up`; tests drive it with a fake EMR client.
     def _client(self, props: Mapping[str, Any]) -> Any:
         import boto3
 
-        return boto3.client("emr", region_name=props["region"])
+        session = boto3.Session(profile_name=props.get("profile") or None, region_name=props["region"])
+        return session.client("emr")
+
+    def _stop_application(self, client: Any, props: Mapping[str, Any]) -> None:
+        from botocore.exceptions import WaiterError
+
+        cluster = props["cluster_id"]
+        app = props["step_name"]
+        step_id = client.add_job_flow_steps(JobFlowId=cluster, Steps=[stop_application_step(app)])["StepIds"][
+            0
+        ]
+        try:
+            client.get_waiter("step_complete").wait(
+                ClusterId=cluster,
+                StepId=step_id,
+                WaiterConfig={"Delay": STOP_WAIT_DELAY_S, "MaxAttempts": STOP_WAIT_ATTEMPTS},
+            )
+        except WaiterError as error:
+            raise DeployError(
+                f"could not stop the YARN application {app!r} on cluster {cluster} before starting its new step: "
+                f"step {step_id} did not complete ({error}). Its output is in the stack's logs bucket under "
+                f"emr/{cluster}/steps/{step_id}/; stop the application (yarn application -kill) and run "
+                "`pulumi up` again."
+            ) from None
 
     def create(self, props: dict[str, Any]) -> dynamic.CreateResult:
-        reply = self._client(props).add_job_flow_steps(
+        client = self._client(props)
+        # Whatever still runs under this name (a driver the cancelled step left behind, or one started by hand)
+        # would share the checkpoint with the new query.
+        self._stop_application(client, props)
+        reply = client.add_job_flow_steps(
             JobFlowId=props["cluster_id"],
             Steps=[
                 {
@@ -78,23 +186,33 @@ class _EmrStepProvider(dynamic.ResourceProvider):
         return dynamic.CreateResult(id_=reply["StepIds"][0], outs=dict(props))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.DiffResult:
-        changed = [k for k in ("cluster_id", "args", "step_name", "region") if olds.get(k) != news.get(k)]
-        return dynamic.DiffResult(changes=bool(changed), replaces=changed, delete_before_replace=True)
+        replaces = [k for k in ("cluster_id", "args", "step_name", "region") if olds.get(k) != news.get(k)]
+        # A new profile changes how EMR is called, not the step.
+        changed = bool(replaces) or olds.get("profile") != news.get("profile")
+        return dynamic.DiffResult(changes=changed, replaces=replaces, delete_before_replace=True)
+
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> dynamic.UpdateResult:
+        return dynamic.UpdateResult(outs=dict(news))
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         from botocore.exceptions import ClientError
 
         client = self._client(props)
         try:
-            state = client.describe_step(ClusterId=props["cluster_id"], StepId=_id)["Step"]["Status"]["State"]
-            if state in ("PENDING", "RUNNING"):
-                client.cancel_steps(
-                    ClusterId=props["cluster_id"], StepIds=[_id], StepCancellationOption="SEND_INTERRUPT"
-                )
+            cluster = client.describe_cluster(ClusterId=props["cluster_id"])["Cluster"]["Status"]["State"]
         except ClientError as error:
-            # A cluster that idle-terminated or was destroyed has no step left to stop; anything else is real.
-            if error.response.get("Error", {}).get("Code") != "InvalidRequestException":
-                raise
+            if _error_code(error) == "InvalidRequestException":
+                return  # the cluster no longer exists: nothing runs
+            raise
+        if cluster in _FINISHED_CLUSTER_STATES:
+            return
+        state = client.describe_step(ClusterId=props["cluster_id"], StepId=_id)["Step"]["Status"]["State"]
+        if state in ("PENDING", "RUNNING"):
+            client.cancel_steps(
+                ClusterId=props["cluster_id"], StepIds=[_id], StepCancellationOption="SEND_INTERRUPT"
+            )
+        # Cancelling stops spark-submit only; the driver runs on in YARN until it is killed.
+        self._stop_application(client, props)
 
 
 class EmrStep(dynamic.Resource):
@@ -108,25 +226,35 @@ class EmrStep(dynamic.Resource):
         step_name: str,
         args: pulumi.Input[Sequence[str]],
         region: str,
+        profile: str | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__(
             _EmrStepProvider(),
             name,
-            {"cluster_id": cluster_id, "step_name": step_name, "args": args, "region": region},
+            {
+                "cluster_id": cluster_id,
+                "step_name": step_name,
+                "args": args,
+                "region": region,
+                "profile": profile or "",
+            },
             pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(delete_before_replace=True)),
         )
 
 
 @dataclass(frozen=True)
 class JobDeploymentArgs:
-    """Inputs of :class:`JobDeployment`. ``job_args`` maps each pipeline to its command-line flags."""
+    """Inputs of :class:`JobDeployment`. ``job_args`` maps each pipeline to what follows the launcher
+    (``<job> [flags]``); ``spark_conf`` is every pipeline's job-level Spark settings."""
 
     artifacts: JobArtifacts
     artifact_bucket: pulumi.Input[str]
     cluster_id: pulumi.Input[str]
     region: str
-    job_args: Mapping[str, Sequence[pulumi.Input[str]]]
+    job_args: Mapping[str, pulumi.Output[list[str]]]
+    spark_conf: Mapping[str, str] = field(default_factory=dict)
+    profile: str | None = None
 
 
 class JobDeployment(pulumi.ComponentResource):
@@ -149,16 +277,17 @@ class JobDeployment(pulumi.ComponentResource):
                 )
             )
         step_ids: dict[str, pulumi.Output[str]] = {}
-        for pipeline, flags in args.job_args.items():
-            submit = pulumi.Output.all(args.artifact_bucket, *flags).apply(
-                functools.partial(_submit_args, pipeline, a.key_prefix)
+        for pipeline, job in args.job_args.items():
+            submit = pulumi.Output.all(args.artifact_bucket, job).apply(
+                functools.partial(_submit_args, pipeline, a.key_prefix, dict(args.spark_conf))
             )
             step = EmrStep(
                 f"{name}-{pipeline}",
                 cluster_id=args.cluster_id,
-                step_name=f"lakestack-{pipeline}",
+                step_name=application_name(pipeline),
                 args=submit,
                 region=args.region,
+                profile=args.profile,
                 # The step must not start before its files are in S3.
                 opts=pulumi.ResourceOptions(parent=self, depends_on=uploads),
             )
@@ -170,8 +299,12 @@ class JobDeployment(pulumi.ComponentResource):
         self.register_outputs({"artifact_prefix": self.artifact_prefix, "step_ids": step_ids})
 
 
-def _submit_args(pipeline: str, key_prefix: str, values: list[Any]) -> list[str]:
-    """spark-submit arguments of one pipeline, once the bucket name and flags are known (bucket first)."""
+def _submit_args(pipeline: str, key_prefix: str, spark_conf: dict[str, str], values: list[Any]) -> list[str]:
+    """spark-submit arguments of one pipeline, once the bucket name and its job arguments are known."""
     return spark_submit_args(
-        pipeline=pipeline, artifact_bucket=values[0], key_prefix=key_prefix, job_args=values[1:]
+        pipeline=pipeline,
+        artifact_bucket=values[0],
+        key_prefix=key_prefix,
+        job_args=list(values[1]),
+        spark_conf=spark_conf,
     )

@@ -94,7 +94,7 @@ def instance_policy_statements(args: ClusterRolesArgs) -> list[dict[str, Any]]:
 
 class ClusterRoles(pulumi.ComponentResource):
     """EMR service role and instance profile. Outputs: ``service_role_arn``, ``instance_profile_arn``,
-    ``instance_profile_name``, ``instance_role_arn``."""
+    ``instance_profile_name``, ``instance_role_arn``; ``ready`` lists their policies and attachments."""
 
     def __init__(self, name: str, args: ClusterRolesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("lakestack:aws:ClusterRoles", name, None, opts)
@@ -105,7 +105,7 @@ class ClusterRoles(pulumi.ComponentResource):
             tags=dict(args.tags),
             opts=child,
         )
-        aws.iam.RolePolicy(
+        instance_access = aws.iam.RolePolicy(
             f"{name}-instance-access",
             role=instance_role.id,
             policy=document(instance_policy_statements(args)),
@@ -119,10 +119,10 @@ class ClusterRoles(pulumi.ComponentResource):
             opts=child,
         )
         # The v2 policy acts only on resources tagged for-use-with-amazon-emr-managed-policies=true (see network).
-        aws.iam.RolePolicyAttachment(
+        service_policy = aws.iam.RolePolicyAttachment(
             f"{name}-service-policy", role=service_role.name, policy_arn=EMR_SERVICE_POLICY_V2, opts=child
         )
-        aws.iam.RolePolicy(
+        service_access = aws.iam.RolePolicy(
             f"{name}-service-access",
             role=service_role.id,
             policy=document(
@@ -151,6 +151,9 @@ class ClusterRoles(pulumi.ComponentResource):
         self.instance_role_arn: pulumi.Output[str] = instance_role.arn
         self.instance_profile_arn: pulumi.Output[str] = profile.arn
         self.instance_profile_name: pulumi.Output[str] = profile.name
+        # Every policy and attachment of both roles: the cluster depends on them, so EMR never starts before
+        # its roles can act, and `pulumi destroy` never removes a policy while EMR is still terminating.
+        self.ready: list[pulumi.Resource] = [instance_access, profile, service_policy, service_access]
         self.register_outputs(
             {
                 "service_role_arn": self.service_role_arn,

@@ -1,4 +1,9 @@
-"""CloudWatch dashboard and the iterator-age alarm: is data arriving, and are the jobs keeping up?"""
+"""CloudWatch dashboard and the iterator-age alarm: is data arriving, and are the jobs keeping up?
+
+The alarm notifies an SNS topic (encrypted with the stack key when the key policy lets CloudWatch use it); an
+e-mail address from ``lakestack:alertEmail`` is subscribed to it. AWS mails a confirmation link first; until it
+is followed nothing is delivered, and an unconfirmed subscription cannot be deleted (it lapses after 3 days).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,8 @@ from typing import Any
 
 import pulumi
 import pulumi_aws as aws
+
+from infra.aws._policy import document
 
 # Five minutes behind is the point where Kinesis iterators start to expire and a reader risks data loss.
 ITERATOR_AGE_ALARM_MS = 5 * 60 * 1000
@@ -21,6 +28,9 @@ class MonitoringArgs:
     region: str
     stream_name: pulumi.Input[str]
     cluster_id: pulumi.Input[str] | None = None
+    # The topic's key; None leaves it unencrypted (CloudWatch cannot use a key whose policy does not name it).
+    topic_kms_key_arn: pulumi.Input[str] | None = None
+    alert_email: str | None = None
 
 
 def dashboard_body(*, region: str, stream_name: str, cluster_id: str | None) -> dict[str, Any]:
@@ -80,11 +90,25 @@ def dashboard_body(*, region: str, stream_name: str, cluster_id: str | None) -> 
 
 
 class Monitoring(pulumi.ComponentResource):
-    """Dashboard and alarm. Outputs: ``dashboard_url``, ``alarm_arn``."""
+    """Dashboard, alarm and its SNS topic. Outputs: ``dashboard_url``, ``alarm_arn``, ``topic_arn``."""
 
     def __init__(self, name: str, args: MonitoringArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("lakestack:aws:Monitoring", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
+        topic = aws.sns.Topic(
+            f"{name}-alarms",
+            name=f"{args.dashboard_name}-alarms",
+            kms_master_key_id=args.topic_kms_key_arn,
+            opts=child,
+        )
+        if args.alert_email is not None:
+            aws.sns.TopicSubscription(
+                f"{name}-alarms-email",
+                topic=topic.arn,
+                protocol="email",
+                endpoint=args.alert_email,
+                opts=child,
+            )
         body = pulumi.Output.all(args.stream_name, args.cluster_id).apply(
             lambda v: json.dumps(dashboard_body(region=args.region, stream_name=v[0], cluster_id=v[1]))
         )
@@ -104,6 +128,33 @@ class Monitoring(pulumi.ComponentResource):
             comparison_operator="GreaterThanOrEqualToThreshold",
             # No data means no reader is polling; that is the "falling behind" case too.
             treat_missing_data="breaching",
+            alarm_actions=[topic.arn],
+            ok_actions=[topic.arn],
+            opts=child,
+        )
+        aws.sns.TopicPolicy(
+            f"{name}-alarms-policy",
+            arn=topic.arn,
+            policy=document(
+                [
+                    {
+                        "Sid": "AlarmPublishes",
+                        "Effect": "Allow",
+                        "Principal": {"Service": "cloudwatch.amazonaws.com"},
+                        "Action": "sns:Publish",
+                        "Resource": topic.arn,
+                        "Condition": {"ArnEquals": {"aws:SourceArn": alarm.arn}},
+                    },
+                    {
+                        "Sid": "DenyInsecureTransport",
+                        "Effect": "Deny",
+                        "Principal": "*",
+                        "Action": "sns:Publish",
+                        "Resource": topic.arn,
+                        "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                    },
+                ]
+            ),
             opts=child,
         )
         self.dashboard_url: pulumi.Output[str] = dashboard.dashboard_name.apply(
@@ -112,4 +163,7 @@ class Monitoring(pulumi.ComponentResource):
             )
         )
         self.alarm_arn: pulumi.Output[str] = alarm.arn
-        self.register_outputs({"dashboard_url": self.dashboard_url, "alarm_arn": self.alarm_arn})
+        self.topic_arn: pulumi.Output[str] = topic.arn
+        self.register_outputs(
+            {"dashboard_url": self.dashboard_url, "alarm_arn": self.alarm_arn, "topic_arn": self.topic_arn}
+        )

@@ -1,37 +1,90 @@
 """A VPC whose private subnet holds the cluster: nodes get no public IP and reach AWS through a NAT gateway
-and an S3 gateway endpoint (S3 traffic, the bulk of it, stays off the NAT and its per-GB charge)."""
+and an S3 gateway endpoint (S3 traffic, the bulk of it, stays off the NAT and its per-GB charge).
+
+The subnets sit in the first available zone that offers the cluster's instance type (not every zone offers
+every type, and EMR fails late when the subnet's zone does not). Flow logs record all traffic to the logs
+bucket; the VPC's default security group is stripped of its rules, since nothing should use it.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
 
+from infra.errors import InfraError
+
 # AmazonEMRServicePolicy_v2 only lets EMR touch network resources that carry this tag.
 EMR_MANAGED_TAG = {"for-use-with-amazon-emr-managed-policies": "true"}
+# Flow-log records are aggregated over at most this many seconds (60 or 600); 600 is a tenth of the records.
+FLOW_LOG_AGGREGATION_S = 600
 
 
 @dataclass(frozen=True)
 class NetworkArgs:
-    """Inputs of :class:`Network`."""
+    """Inputs of :class:`Network`.
+
+    ``instance_type``: the zone must offer it (``None``: the first available zone). ``flow_logs_destination``:
+    an S3 ARN (bucket or bucket/prefix) for VPC flow logs, ``None`` for none; ``flow_logs_after``: resources
+    the flow log waits for (the bucket policy that lets log delivery write there).
+    """
 
     region: str
+    instance_type: str | None = None
+    flow_logs_destination: pulumi.Input[str] | None = None
+    flow_logs_after: Sequence[pulumi.Resource] = ()
+    restrict_default_security_group: bool = True
     cidr_block: str = "10.60.0.0/16"
     public_cidr: str = "10.60.0.0/24"
     private_cidr: str = "10.60.16.0/20"
     tags: Mapping[str, str] = field(default_factory=dict)
 
 
+def choose_zone(available: Sequence[str], offering: Sequence[str], *, instance_type: str, region: str) -> str:
+    """The first available zone (in AWS's order) that offers ``instance_type``.
+
+    Raises:
+        InfraError: no available zone of the region offers it.
+    """
+    offered = set(offering)
+    for zone in available:
+        if zone in offered:
+            return zone
+    raise InfraError(
+        f"no available zone of {region} offers {instance_type} (zones: {', '.join(available) or 'none'}); "
+        "choose another lakestack:cluster.instanceType or region."
+    )
+
+
+def _zone(args: NetworkArgs) -> pulumi.Output[str]:
+    available = aws.get_availability_zones_output(state="available").names
+    if args.instance_type is None:
+        return available[0]
+    offering = aws.ec2.get_instance_type_offerings_output(
+        location_type="availability-zone",
+        filters=[{"name": "instance-type", "values": [args.instance_type]}],
+    ).locations
+    instance_type = args.instance_type
+    return pulumi.Output.all(available, offering).apply(
+        lambda v: choose_zone(v[0], v[1], instance_type=instance_type, region=args.region)
+    )
+
+
 class Network(pulumi.ComponentResource):
-    """VPC, one public subnet (NAT only) and one private subnet. Outputs: ``vpc_id``, ``private_subnet_id``."""
+    """VPC, one public subnet (NAT only) and one private subnet.
+
+    Outputs: ``vpc_id``, ``private_subnet_id``, ``zone``. Also ``ready``: the resources a node in the private
+    subnet needs before it can reach anything (NAT gateway, route-table association, S3 endpoint); the cluster
+    depends on them, so it is created after them and destroyed before them.
+    """
 
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("lakestack:aws:Network", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         tags = {**args.tags, **EMR_MANAGED_TAG}
-        zone = aws.get_availability_zones_output(state="available").names[0]
+        zone = _zone(args)
         vpc = aws.ec2.Vpc(
             f"{name}-vpc",
             cidr_block=args.cidr_block,
@@ -81,10 +134,10 @@ class Network(pulumi.ComponentResource):
             tags=tags,
             opts=child,
         )
-        aws.ec2.RouteTableAssociation(
+        private_assoc = aws.ec2.RouteTableAssociation(
             f"{name}-private-routes-assoc", subnet_id=private.id, route_table_id=private_routes.id, opts=child
         )
-        aws.ec2.VpcEndpoint(
+        s3_endpoint = aws.ec2.VpcEndpoint(
             f"{name}-s3-endpoint",
             vpc_id=vpc.id,
             service_name=f"com.amazonaws.{args.region}.s3",
@@ -93,6 +146,30 @@ class Network(pulumi.ComponentResource):
             tags=tags,
             opts=child,
         )
+        if args.restrict_default_security_group:
+            # Declared without rules: the provider adopts the VPC's default group and removes AWS's rules.
+            aws.ec2.DefaultSecurityGroup(f"{name}-default-sg", vpc_id=vpc.id, tags=tags, opts=child)
+        if args.flow_logs_destination is not None:
+            aws.ec2.FlowLog(
+                f"{name}-flow-log",
+                vpc_id=vpc.id,
+                traffic_type="ALL",
+                log_destination_type="s3",
+                log_destination=args.flow_logs_destination,
+                max_aggregation_interval=FLOW_LOG_AGGREGATION_S,
+                # Parquet in hourly, Hive-style partitions: Athena reads them cheaply.
+                destination_options={
+                    "file_format": "parquet",
+                    "per_hour_partition": True,
+                    "hive_compatible_partitions": True,
+                },
+                tags=tags,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.flow_logs_after)),
+            )
         self.vpc_id: pulumi.Output[str] = vpc.id
         self.private_subnet_id: pulumi.Output[str] = private.id
-        self.register_outputs({"vpc_id": self.vpc_id, "private_subnet_id": self.private_subnet_id})
+        self.zone: pulumi.Output[str] = private.availability_zone
+        self.ready: list[pulumi.Resource] = [nat, private_assoc, s3_endpoint]
+        self.register_outputs(
+            {"vpc_id": self.vpc_id, "private_subnet_id": self.private_subnet_id, "zone": self.zone}
+        )

@@ -7,9 +7,19 @@ import json
 from pathlib import Path
 from typing import Any
 
-from infra.config import load_stack_settings
+from infra.config import EXPIRES_AT_TAG, StackSettings, load_stack_settings
+from infra.posture import format_posture
 from infra.pricing import estimate_hourly_cost
 from lakestack import stacks as automation
+
+
+def security_section(settings: StackSettings) -> dict[str, list[str]] | None:
+    """The plan's ``security`` object (contract C6) for the stack's cloud; ``None`` where none is built."""
+    if settings.cloud == "aws":
+        from infra.aws.posture import aws_security_posture
+
+        return aws_security_posture(settings).as_dict()
+    return None
 
 
 def plan_summary(stack: str, *, project_dir: Path | None = None) -> dict[str, Any]:
@@ -29,6 +39,9 @@ def plan_summary(stack: str, *, project_dir: Path | None = None) -> dict[str, An
             "hourly_cost_usd_at_max_workers": cost.hourly_usd_at_max_workers,
             "prices_as_of": cost.prices_as_of,
             "cost_lines": cost.lines,
+            "usd_per_gb": cost.usd_per_gb,
+            "per_gb_lines": cost.per_gb_lines,
+            "loadgen_hourly_cost_usd": cost.loadgen_hourly_usd,
             "notes": list(cost.notes),
         }
     else:
@@ -38,8 +51,12 @@ def plan_summary(stack: str, *, project_dir: Path | None = None) -> dict[str, An
             "hourly_cost_usd_at_max_workers": None,
             "prices_as_of": None,
             "cost_lines": {},
+            "usd_per_gb": None,
+            "per_gb_lines": {},
+            "loadgen_hourly_cost_usd": None,
             "notes": ["no Azure prices in infra/prices.json yet"],
         }
+    loadgen = settings.loadgen
     return {
         "stack": stack,
         "cloud": settings.cloud,
@@ -51,7 +68,22 @@ def plan_summary(stack: str, *, project_dir: Path | None = None) -> dict[str, An
         "instance_type": sizing.instance_type if enabled else None,
         "stream_mode": settings.stream.mode,
         "shards": settings.stream.shards,
+        "pipelines": list(settings.pipelines),
+        # The account is known only to `pulumi up`; the plan shows where it goes.
+        "buckets": settings.bucket_names_for("<account>"),
+        "expires_at": settings.tags[EXPIRES_AT_TAG],
+        "loadgen": (
+            {
+                "workers": loadgen.workers,
+                "cpu": loadgen.cpu,
+                "memory_mb": loadgen.memory_mb,
+                "image": loadgen.image,
+            }
+            if loadgen
+            else None
+        ),
         **pricing,
+        "security": security_section(settings),
     }
 
 
@@ -61,9 +93,10 @@ def _plan(args: argparse.Namespace) -> int:
         print(json.dumps(summary, sort_keys=True))
         return 0
     if summary["workers"]:
+        per = "per pipeline " if len(summary["pipelines"]) > 1 else ""
         cluster = (
             f"{summary['workers']} x {summary['instance_type']} core nodes (up to {summary['max_workers']}) "
-            f"+ 1 primary; each runs 1 executor with {summary['executor_cores']} cores and "
+            f"+ 1 primary; each runs 1 executor {per}with {summary['executor_cores']} cores and "
             f"{summary['executor_memory_gb']} GB"
         )
     else:
@@ -73,15 +106,41 @@ def _plan(args: argparse.Namespace) -> int:
     )
     print(f"stack {summary['stack']} ({summary['cloud']}, {summary['region']})")
     print(f"  cluster : {cluster}")
+    print(f"  steps   : {', '.join(summary['pipelines'])} (one step and checkpoint each)")
     print(f"  stream  : {stream}")
+    for i, (role, bucket) in enumerate(summary["buckets"].items()):
+        print(f"  {'buckets :' if i == 0 else '':<9} {role:<11} {bucket}")
+    if summary["loadgen"]:
+        lg = summary["loadgen"]
+        print(
+            f"  loadgen : 1 Locust master + {lg['workers']} workers on Fargate ({lg['cpu']} CPU units, "
+            f"{lg['memory_mb']} MiB each), {lg['image']}"
+        )
+    print(f"  expires : {summary['expires_at']} (tag lakestack:expires-at)")
+    _print_cost(summary)
+    if summary["security"] is not None:
+        print("\n".join(format_posture(summary["security"])))
+    return 0
+
+
+def _print_cost(summary: dict[str, Any]) -> None:
+    if summary["hourly_cost_usd"] is None:
+        for note in summary["notes"]:
+            print(f"  note    : {note}")
+        return
     print(
         f"  cost    : ~{summary['hourly_cost_usd']:.2f} USD/hour ({summary['hourly_cost_usd_at_max_workers']:.2f} at max workers)"
     )
     for name, value in summary["cost_lines"].items():
-        print(f"            {name:<18} {value:.4f}")
+        print(f"            {name:<20} {value:.4f}")
+    if summary["per_gb_lines"]:
+        print(f"            plus ~{summary['usd_per_gb']:.3f} USD per GB of events:")
+        for name, value in summary["per_gb_lines"].items():
+            print(f"            {name:<20} {value:.4f}")
+    if summary["loadgen_hourly_cost_usd"] is not None:
+        print(f"            load generator ~{summary['loadgen_hourly_cost_usd']:.2f} USD per hour of load")
     for note in summary["notes"]:
         print(f"  note    : {note}")
-    return 0
 
 
 def _up(args: argparse.Namespace) -> int:
@@ -119,8 +178,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "plan",
         help="show a stack's shape and estimated hourly cost (no Pulumi CLI needed)",
         description="Read Pulumi.<stack>.yaml, validate it like `pulumi up` would, and print the cluster "
-        "shape (workers, executor cores and memory, instance type), the stream mode and shards, and an "
-        "hourly cost estimate from infra/prices.json.",
+        "shape (workers, executor cores and memory, instance type), the pipelines, the stream mode and shards, "
+        "the bucket names, the expiry tag, an hourly and per-GB cost estimate from infra/prices.json, and the "
+        "security posture (encryption, network, logging, identities, and every control switched off).",
     )
     stack_option(plan)
     plan.add_argument("--json", action="store_true", help="print one JSON object (last line of stdout)")
@@ -146,7 +206,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "outputs",
         help="print a deployed stack's outputs as JSON (needs the Pulumi CLI)",
         description="Print the stack outputs: stream_name, stream_arn, region, the bucket names, cluster_id, "
-        "dashboard_url, table_uri.",
+        "step_ids, dashboard_url, alarm_topic_arn, table_uri, glue_database, table_uris, pipelines (lake and "
+        "checkpoint per pipeline), expires_at, loadgen.",
     )
     stack_option(outputs)
     outputs.add_argument("--json", action="store_true", help="one line instead of indented JSON")

@@ -11,11 +11,26 @@ from unittest import mock
 
 import pulumi
 import yaml
+from pulumi.runtime import settings as pulumi_settings
+from pulumi.runtime.mocks import MockMonitor
 
-from infra.artifacts import JobArtifacts
+from infra.artifacts import JobArtifacts, LoadgenArtifacts
 from infra.config import PROJECT_DIR
 
 ACCOUNT = "123456789012"
+MOCK_KEY_PEM = "-----BEGIN RSA PRIVATE KEY-----\nMOCKKEY\n-----END RSA PRIVATE KEY-----\n"
+MOCK_CERT_PEM = "-----BEGIN CERTIFICATE-----\nMOCKCERT\n-----END CERTIFICATE-----\n"
+ZONES = ["us-east-1a", "us-east-1b", "us-east-1c"]
+# Zones that offer an instance type (AWS's DescribeInstanceTypeOfferings); types not listed: every zone.
+OFFERINGS = {"m5.xlarge": ["us-east-1b", "us-east-1c"], "r5.2xlarge": []}
+# Job modules a checkout has, for the check that refuses to deploy a pipeline whose job is missing.
+JOB_FILES = (
+    "ingest.py",
+    "pipelines/sales.py",
+    "pipelines/fraud.py",
+    "pipelines/orders.py",
+    "pipelines/maintenance.py",
+)
 
 
 @dataclass
@@ -23,6 +38,11 @@ class Resource:
     typ: str
     name: str
     inputs: dict[str, Any]
+    urn: str = ""
+    # What the engine is told: resources this one depends on (URNs), properties it ignores, its provider.
+    dependencies: list[str] = field(default_factory=list)
+    ignore_changes: list[str] = field(default_factory=list)
+    parent: str = ""
 
 
 @dataclass
@@ -42,6 +62,64 @@ class Run:
         (found,) = [r for r in self.resources if r.name == name]
         return found
 
+    def names(self, typ: str) -> list[str]:
+        return sorted(r.name for r in self.of_type(typ))
+
+    def depends_on(self, resource: Resource) -> set[str]:
+        """Names of the resources ``resource`` was declared to depend on."""
+        by_urn = {r.urn: r.name for r in self.resources}
+        return {by_urn.get(urn, urn) for urn in resource.dependencies}
+
+
+class RecordingMonitor(MockMonitor):
+    """The SDK's mock monitor, also keeping what it is told beyond inputs: URN, dependencies, ignoreChanges."""
+
+    def __init__(self, mocks: RecordingMocks) -> None:
+        super().__init__(mocks)
+        self.run = mocks.run
+
+    def RegisterResource(self, request: Any) -> Any:
+        reply = super().RegisterResource(request)
+        for resource in reversed(self.run.resources):
+            if resource.name == request.name and resource.typ == request.type and not resource.urn:
+                resource.urn = reply.urn
+                resource.dependencies = list(request.dependencies)
+                resource.ignore_changes = list(request.ignoreChanges)
+                resource.parent = request.parent
+                break
+        return reply
+
+
+_REGION_ACCOUNT = f"us-east-1:{ACCOUNT}"
+# What AWS (and the tls provider) would report back for each type, from the inputs.
+_ARNS = {
+    "aws:sns/topic:Topic": lambda n, i: f"arn:aws:sns:{_REGION_ACCOUNT}:{i['name']}",
+    "aws:cloudwatch/metricAlarm:MetricAlarm": lambda n, i: f"arn:aws:cloudwatch:{_REGION_ACCOUNT}:alarm:{n}",
+    "aws:cloudwatch/logGroup:LogGroup": lambda n, i: f"arn:aws:logs:{_REGION_ACCOUNT}:log-group:{i['name']}",
+    "aws:ecs/taskDefinition:TaskDefinition": lambda n, i: (
+        f"arn:aws:ecs:{_REGION_ACCOUNT}:task-definition/{i['family']}:1"
+    ),
+    "aws:kinesis/stream:Stream": lambda n, i: f"arn:aws:kinesis:{_REGION_ACCOUNT}:stream/{i['name']}",
+    "aws:s3/bucket:Bucket": lambda n, i: f"arn:aws:s3:::{i['bucket']}",
+    "aws:kms/key:Key": lambda n, i: f"arn:aws:kms:{_REGION_ACCOUNT}:key/key-1234",
+    "aws:iam/role:Role": lambda n, i: f"arn:aws:iam::{ACCOUNT}:role/{n}",
+    "aws:iam/instanceProfile:InstanceProfile": lambda n, i: f"arn:aws:iam::{ACCOUNT}:instance-profile/{n}",
+}
+_EXTRA_OUTPUTS = {
+    "tls:index/privateKey:PrivateKey": lambda n, i: {"privateKeyPem": MOCK_KEY_PEM},
+    "tls:index/selfSignedCert:SelfSignedCert": lambda n, i: {"certPem": MOCK_CERT_PEM},
+    "aws:kms/key:Key": lambda n, i: {"keyId": "key-1234"},
+    "aws:iam/role:Role": lambda n, i: {"name": n},
+    "aws:iam/instanceProfile:InstanceProfile": lambda n, i: {"name": n},
+    "aws:emr/securityConfiguration:SecurityConfiguration": lambda n, i: {"name": f"{i['namePrefix']}mock"},
+}
+_IDS = {
+    "aws:s3/bucket:Bucket": lambda n, i: i["bucket"],
+    "aws:kms/key:Key": lambda n, i: "key-1234",
+    "aws:emr/cluster:Cluster": lambda n, i: "j-MOCKCLUSTER",
+    "pulumi-python:dynamic:Resource": lambda n, i: f"s-{n}",
+}
+
 
 class RecordingMocks(pulumi.runtime.Mocks):
     def __init__(self, run: Run) -> None:
@@ -51,38 +129,37 @@ class RecordingMocks(pulumi.runtime.Mocks):
         self.run.resources.append(Resource(args.typ, args.name, dict(args.inputs)))
         outs = dict(args.inputs)
         rid = f"{args.name}-id"
-        if args.typ == "aws:kinesis/stream:Stream":
-            outs["arn"] = f"arn:aws:kinesis:us-east-1:{ACCOUNT}:stream/{args.inputs['name']}"
-        elif args.typ == "aws:s3/bucket:Bucket":
-            rid = args.inputs["bucket"]
-            outs["arn"] = f"arn:aws:s3:::{args.inputs['bucket']}"
-        elif args.typ == "aws:kms/key:Key":
-            rid = "key-1234"
-            outs.update(keyId=rid, arn=f"arn:aws:kms:us-east-1:{ACCOUNT}:key/{rid}")
-        elif args.typ == "aws:iam/role:Role":
-            outs.update(name=args.name, arn=f"arn:aws:iam::{ACCOUNT}:role/{args.name}")
-        elif args.typ == "aws:iam/instanceProfile:InstanceProfile":
-            outs.update(name=args.name, arn=f"arn:aws:iam::{ACCOUNT}:instance-profile/{args.name}")
-        elif args.typ == "aws:emr/cluster:Cluster":
-            rid = "j-MOCKCLUSTER"
-        elif args.typ == "aws:emr/securityConfiguration:SecurityConfiguration":
-            outs["name"] = f"{args.inputs['namePrefix']}mock"
-        elif args.typ == "pulumi-python:dynamic:Resource":
-            rid = f"s-{args.name}"
+        inputs, name = args.inputs, args.name
+        if args.typ in _ARNS:
+            outs["arn"] = _ARNS[args.typ](name, inputs)
         else:
-            outs.setdefault("arn", f"arn:aws:mock:us-east-1:{ACCOUNT}:{args.name}")
+            outs.setdefault("arn", f"arn:aws:mock:us-east-1:{ACCOUNT}:{name}")
+        if args.typ in _EXTRA_OUTPUTS:
+            outs.update(_EXTRA_OUTPUTS[args.typ](name, inputs))
+        if args.typ in _IDS:
+            rid = _IDS[args.typ](name, inputs)
         return rid, outs
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
         if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
             return {"accountId": ACCOUNT, "arn": f"arn:aws:iam::{ACCOUNT}:user/test", "userId": "test"}
         if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
+            return {"names": ZONES, "zoneIds": [f"use1-az{i}" for i in range(1, 4)], "id": "us-east-1"}
+        if args.token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
+            (instance_type,) = args.args["filters"][0]["values"]
+            locations = OFFERINGS.get(instance_type, ZONES)
             return {
-                "names": ["us-east-1a", "us-east-1b"],
-                "zoneIds": ["use1-az1", "use1-az2"],
                 "id": "us-east-1",
+                "instanceTypes": [instance_type] * len(locations),
+                "locations": locations,
+                "locationTypes": ["availability-zone"] * len(locations),
             }
         raise AssertionError(f"unexpected call {args.token}")
+
+
+def step_conf(args: list[str]) -> dict[str, str]:
+    """The ``--conf key=value`` settings of a spark-submit command line."""
+    return dict(args[i + 1].split("=", 1) for i, a in enumerate(args) if a == "--conf")
 
 
 def stack_config(stack: str) -> dict[str, Any]:
@@ -99,6 +176,24 @@ def fake_artifacts(tmp_path: Path, content_hash: str = "0123456789abcdef") -> Jo
     return JobArtifacts(content_hash, *paths)
 
 
+def fake_loadgen_artifacts(tmp_path: Path, content_hash: str = "fedcba9876543210") -> LoadgenArtifacts:
+    files = tmp_path / "loadgen"
+    files.mkdir(exist_ok=True)
+    wheel, runner = files / "lakestack_loadtest-0.1.0-py3-none-any.whl", files / "run_loadgen.py"
+    for p in (wheel, runner):
+        p.write_bytes(b"x")
+    return LoadgenArtifacts(content_hash, wheel, runner)
+
+
+def fake_checkout(root: Path, job_files: tuple[str, ...] = JOB_FILES) -> Path:
+    """A folder with the given job modules, standing in for the checkout whose jobs are deployed."""
+    for name in job_files:
+        path = root / "jobs" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")
+    return root
+
+
 def execute_program(
     config: dict[str, Any],
     *,
@@ -106,25 +201,32 @@ def execute_program(
     stack: str = "dev",
     artifacts: JobArtifacts | None = None,
     run: Run | None = None,
+    job_files: tuple[str, ...] = JOB_FILES,
 ) -> Run:
     """Run `infra.program.main` for a stack config under mocks; returns the recorded resources and exports."""
     from infra import program
 
     recorded = run if run is not None else Run()
-    pulumi.runtime.set_mocks(RecordingMocks(recorded), project="lakestack", stack=stack, preview=False)
+    # A fresh root stack per run: stack transformations (the tags) must not carry over from an earlier run.
+    pulumi_settings.ROOT.set(None)
+    mocks = RecordingMocks(recorded)
+    pulumi.runtime.set_mocks(
+        mocks, project="lakestack", stack=stack, preview=False, monitor=RecordingMonitor(mocks)
+    )
     pulumi.runtime.set_all_config({k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()})
     # The program lists the stack's keys from its Pulumi.<stack>.yaml, as `pulumi up` leaves it on disk.
     project = tmp_path / "project"
     project.mkdir(exist_ok=True)
     (project / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump({"config": config}))
-    tls = tmp_path / "tls.zip"
-    tls.write_bytes(b"certs")
-    inputs = program.ClusterInputs(artifacts=artifacts or fake_artifacts(tmp_path), tls_certificates=tls)
+    inputs = program.ClusterInputs(
+        artifacts=artifacts or fake_artifacts(tmp_path), loadgen=fake_loadgen_artifacts(tmp_path)
+    )
+    checkout = fake_checkout(tmp_path / "checkout", job_files)
     exported: dict[str, Any] = {}
 
     @pulumi.runtime.test
     def program_run():
-        program.main(prepare=lambda _settings: inputs, project_dir=project)
+        program.main(prepare=lambda _settings: inputs, project_dir=project, source_dir=checkout)
         return pulumi.Output.from_input(exported).apply(recorded.exports.update)
 
     with mock.patch.object(pulumi, "export", lambda name, value: exported.__setitem__(name, value)):

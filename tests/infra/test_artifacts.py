@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 
 from infra.artifacts import (
+    LAUNCHER,
     build_artifacts,
     build_jobs_wheel,
+    build_loadgen_artifacts,
     cluster_requirements,
     source_hash,
-    tls_certificates,
     tls_domain,
 )
 from infra.config import PROJECT_DIR
@@ -84,21 +85,49 @@ def test_built_artifacts_are_reused_for_an_unchanged_hash(project: Path, tmp_pat
     assert artifacts.wheel == done / "lakestack_jobs-0.1.0-py3-none-any.whl"
 
 
-def test_tls_certificates_are_generated_once(tmp_path: Path):
-    first = tls_certificates(tmp_path, region="eu-west-1")
-    content = first.read_bytes()
-    with zipfile.ZipFile(first) as archive:
-        assert sorted(archive.namelist()) == [
-            "certificateChain.pem",
-            "privateKey.pem",
-            "trustedCertificates.pem",
-        ]
-        assert archive.read("certificateChain.pem").startswith(b"-----BEGIN CERTIFICATE-----")
-    again = tls_certificates(tmp_path, region="eu-west-1")
-    assert again == first
-    assert again.read_bytes() == content
+def test_tls_domain_is_the_regions_private_dns_domain():
     assert tls_domain("us-east-1") == "ec2.internal"
     assert tls_domain("eu-west-1") == "eu-west-1.compute.internal"
+
+
+def test_launcher_refuses_another_python_naming_the_one_to_pin(monkeypatch):
+    # The packed wheels are cp311; emr-spark-8.0.0 also ships 3.12 and 3.13.
+    monkeypatch.setattr(sys, "version_info", (3, 12, 1, "final", 0))
+    monkeypatch.setattr(sys, "version", "3.12.1 (main)")
+    with pytest.raises(SystemExit) as stopped:
+        exec(compile(LAUNCHER, "run_job.py", "exec"), {"__name__": "__main__"})
+    assert str(stopped.value.code) == (
+        "lakestack: the job environment is built for Python 3.11, but this is Python 3.12.1 "
+        f"({sys.executable}); set spark.pyspark.python to /usr/bin/python3.11"
+    )
+
+
+def test_launcher_runs_the_job_entry_point_on_python_3_11(tmp_path: Path):
+    launcher = tmp_path / "run_job.py"
+    launcher.write_text(LAUNCHER)
+    result = subprocess.run(
+        [sys.executable, str(launcher), "--help"], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert "ingest" in result.stdout
+
+
+def test_loadgen_bundle_is_the_load_suite_wheel_and_the_runner_under_a_hash(project: Path, tmp_path: Path):
+    shutil.copytree(
+        PROJECT_DIR / "loadtest", project / "loadtest", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    first = build_loadgen_artifacts(project, tmp_path / "out")
+    assert first.key_prefix == f"loadgen/{first.content_hash}/"
+    assert first.wheel.name == "lakestack_loadtest-0.1.0-py3-none-any.whl"
+    assert first.runner.read_bytes() == (PROJECT_DIR / "infra" / "aws" / "loadgen_task.py").read_bytes()
+    with zipfile.ZipFile(first.wheel) as archive:
+        names = archive.namelist()
+    assert "loadtest/locustfile.py" in names
+    assert not any(n.startswith("jobs/") for n in names)
+    assert build_loadgen_artifacts(project, tmp_path / "out") == first
+    users = project / "loadtest" / "users.py"
+    users.write_text(users.read_text() + "\n# a change\n")
+    assert build_loadgen_artifacts(project, tmp_path / "out").content_hash != first.content_hash
 
 
 def test_jobs_wheel_is_reproducible_and_installable(project: Path, tmp_path: Path):

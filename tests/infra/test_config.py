@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -97,14 +98,14 @@ def test_sizing_follows_the_kpu_rule(parallelism, per_worker, instance, expected
             {"pipelines": ["ingest", "etl"]},
             "lakestack:pipelines",
             "'etl'",
-            "pipeline names among ingest",
+            "pipeline names among ingest, sales",
         ),
         (
-            # Only jobs that exist are pipeline names: sales is refused until its job is built.
-            {"pipelines": ["sales"]},
+            # The orders job runs as one name per layout.
+            {"pipelines": ["ingest", "orders"]},
             "lakestack:pipelines",
-            "'sales'",
-            "pipeline names among ingest",
+            "'orders'",
+            "pipeline names among ingest, sales, fraud, orders-cow, orders-mor, maintenance",
         ),
         (
             {"stream": {"mode": "burst"}},
@@ -150,16 +151,198 @@ def test_missing_stack_file_names_the_stacks_found(tmp_path: Path):
 
 def test_dev_stack_hourly_cost_from_the_price_table():
     estimate = estimate_hourly_cost(load_stack_settings("dev"))
-    # 3 x m5.xlarge (EC2 0.192 + EMR 0.048) + NAT 0.045 + on-demand stream 0.04 + KMS 1/730
-    assert estimate.hourly_usd == 0.8064
-    assert estimate.hourly_usd_at_max_workers == 1.2864
+    assert estimate.lines == {
+        "cluster_primary": 0.24,  # EC2 0.192 + EMR 0.048
+        "cluster_core": 0.48,
+        # (32 root + 32 data) + 2 x (32 root + 64 data) GB of gp3 at 0.08 per GB-month
+        "ebs_volumes": 0.0281,
+        "nat_gateway": 0.045,
+        "public_ipv4": 0.005,
+        "stream_on_demand": 0.04,
+        "kms_key": 0.0014,
+        "cloudwatch": 0.0042,  # dashboard 3.00 + alarm 0.10 per month
+    }
+    assert estimate.hourly_usd == 0.8437
+    # Two more core nodes, each 0.24 plus 96 GB of EBS.
+    assert estimate.hourly_usd_at_max_workers == 1.3447
+    # Per GB of events: on-demand ingest and retrieval, and the ingest job's reads through the NAT.
+    assert estimate.per_gb_lines == {
+        "kinesis_ingest": 0.08,
+        "kinesis_retrieval": 0.04,
+        "nat_data_processing": 0.045,
+    }
+    assert estimate.usd_per_gb == 0.165
+    assert estimate.loadgen_hourly_usd is None
     assert estimate.prices_as_of == "2025-06-01"
 
 
 def test_provisioned_stream_is_priced_per_shard():
     settings = parse_settings(
         "t",
-        {"parallelism": 4, "stream": {"mode": "provisioned", "shards": 10}, "cluster": {"enabled": False}},
+        {
+            "namePrefix": "team-t",
+            "parallelism": 4,
+            "stream": {"mode": "provisioned", "shards": 10},
+            "cluster": {"enabled": False},
+        },
     )
     estimate = estimate_hourly_cost(settings)
-    assert estimate.lines == {"stream_shards": 0.15, "kms_key": 0.0014}
+    assert estimate.lines == {"stream_shards": 0.15, "kms_key": 0.0014, "cloudwatch": 0.0042}
+    # No per-GB Kinesis charges on a provisioned stream, and no NAT without a VPC.
+    assert estimate.per_gb_lines == {}
+
+
+def test_load_generator_is_priced_per_hour_of_load_and_its_writes_cross_the_nat():
+    settings = parse_settings("t", {"loadgen": {"workers": 3, "cpu": 2048, "memory": 4096}})
+    estimate = estimate_hourly_cost(settings)
+    # 4 tasks x (2 vCPU x 0.04048 + 4 GB x 0.004445)
+    assert estimate.loadgen_hourly_usd == 0.3950
+    # The ingest job's reads and the load generator's writes both leave the private subnet by the NAT.
+    assert estimate.per_gb_lines["nat_data_processing"] == 0.09
+
+
+NOW = datetime(2026, 3, 1, 9, 15, tzinfo=UTC)
+
+
+def test_bucket_names_get_the_account_and_region_unless_the_prefix_is_yours():
+    shipped = parse_settings("dev", {}, region="eu-west-1")
+    assert shipped.bucket_suffix == "account-region"
+    assert shipped.bucket_names_for("111122223333")["lake"] == "lakestack-dev-lake-111122223333-eu-west-1"
+    own = parse_settings("dev", {"namePrefix": "acme-data-dev", "bucketSuffix": "none"})
+    assert own.bucket_names_for("111122223333")["lake"] == "acme-data-dev-lake"
+    explicit = parse_settings("dev", {"buckets": {"lake": "acme-lake"}})
+    names = explicit.bucket_names_for("111122223333")
+    assert (names["lake"], names["logs"]) == ("acme-lake", "lakestack-dev-logs-111122223333-us-east-1")
+    # The emulator's buckets are local: no suffix.
+    local = parse_settings("local", {}, endpoint_url="http://127.0.0.1:4566")
+    assert local.bucket_names_for("123")["lake"] == "lakestack-local-lake"
+
+
+def test_the_shipped_prefix_without_a_suffix_is_refused():
+    with pytest.raises(ConfigError) as caught:
+        parse_settings("dev", {"bucketSuffix": "none"}, where="Pulumi.dev.yaml")
+    assert caught.value.key == "lakestack:bucketSuffix"
+    assert "S3 bucket names are global, so lakestack-dev-lake belongs to whoever deployed it first" in str(
+        caught.value
+    )
+
+
+def test_the_prefix_leaves_room_for_the_suffix_in_63_characters():
+    # 63 - len("-checkpoints") - len("-123456789012-ap-southeast-2") = 23
+    parse_settings("t", {"namePrefix": "a" * 23}, region="ap-southeast-2")
+    with pytest.raises(ConfigError, match=r"3 to 23 characters \(it starts every bucket name plus the"):
+        parse_settings("t", {"namePrefix": "a" * 24}, region="ap-southeast-2")
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ({}, "2026-03-02T10:00:00Z"),  # 24 h default, rounded up to the hour
+        ({"ttlHours": 2}, "2026-03-01T12:00:00Z"),
+        ({"expiresAt": "2026-04-01T18:30:00+02:00"}, "2026-04-01T16:30:00Z"),
+    ],
+)
+def test_every_resource_is_tagged_with_an_expiry(config, expected):
+    settings = parse_settings("t", config, now=NOW)
+    assert settings.tags == {
+        "lakestack:project": "lakestack",
+        "lakestack:stack": "t",
+        "lakestack:expires-at": expected,
+    }
+
+
+def test_an_expiry_on_the_hour_stays_on_that_hour():
+    on_the_hour = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+    assert (
+        parse_settings("t", {"ttlHours": 1}, now=on_the_hour).tags["lakestack:expires-at"]
+        == "2026-03-01T10:00:00Z"
+    )
+
+
+def test_several_pipelines_share_each_node_and_each_gets_its_driver_room():
+    settings = parse_settings(
+        "t",
+        {
+            "parallelism": 8,
+            "parallelismPerWorker": 4,
+            "pipelines": ["ingest", "sales", "fraud"],
+            "cluster": {"instanceType": "m5.2xlarge"},
+        },
+    )
+    s = settings.sizing
+    # 2 workers; 3 drivers means room for 2 on each node (2 x 2048 MB); (24576 - 4096) / 3 = 6826 MB per
+    # pipeline's executor: a 6 GB heap (6826 / 1.1 = 6205 MB, whole GB) and the remaining 682 MB as overhead.
+    assert (s.workers, s.applications, s.executor_memory_gb, s.executor_memory_overhead_mb) == (2, 3, 6, 682)
+    assert (s.driver_memory_mb, s.driver_memory_overhead_mb) == (1024, 1024)
+
+
+def test_an_instance_too_small_for_the_pipelines_is_refused():
+    with pytest.raises(ConfigError) as caught:
+        parse_settings(
+            "t",
+            {
+                "parallelism": 4,
+                "pipelines": ["ingest", "sales", "fraud", "orders-cow", "orders-mor", "maintenance"],
+            },
+        )
+    assert caught.value.key == "lakestack:cluster.instanceType"
+    assert "room for 6 pipelines' drivers and executors on 1 node(s)" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("config", "key", "allowed"),
+    [
+        ({"ttlHours": 0}, "lakestack:ttlHours", "an integer from 1 to 8760"),
+        ({"ttlHours": 4, "expiresAt": "2026-01-01T00:00:00Z"}, "lakestack:ttlHours", "no value when"),
+        ({"expiresAt": "tomorrow"}, "lakestack:expiresAt", "an ISO 8601 time with a zone"),
+        ({"expiresAt": "2026-01-01T00:00:00"}, "lakestack:expiresAt", "an ISO 8601 time with a zone"),
+        ({"alertEmail": "ops"}, "lakestack:alertEmail", "an e-mail address"),
+        ({"security": {"flowLogs": "maybe"}}, "lakestack:security.flowLogs", "true or false"),
+        ({"security": {"waf": False}}, "lakestack:security.waf", "one of the keys flowLogs"),
+        ({"bucketSuffix": "random"}, "lakestack:bucketSuffix", "one of account-region, none"),
+        ({"loadgen": {"cpu": 1024}}, "lakestack:loadgen.workers", "an integer from 1 to 50"),
+        ({"loadgen": {"workers": 0}}, "lakestack:loadgen.workers", "an integer from 1 to 50"),
+        ({"loadgen": {"workers": 2, "cpu": 300}}, "lakestack:loadgen.cpu", "Fargate CPU units, one of 256"),
+        (
+            {"loadgen": {"workers": 2, "cpu": 512, "memory": 512}},
+            "lakestack:loadgen.memory",
+            "MiB Fargate allows with 512 CPU units: 1024, 2048, 3072, 4096",
+        ),
+        ({"jobFlags": {"fraud": ["--x"]}}, "lakestack:jobFlags.fraud", "one of the keys ingest"),
+        (
+            {"pipelines": ["ingest", "sales"], "jobFlags": {"sales": ["--checkpoint", "s3://x"]}},
+            "lakestack:jobFlags.sales",
+            "flags other than --source-table, --lake, --checkpoint",
+        ),
+        (
+            {"pipelines": ["ingest", "sales"], "jobFlags": {"sales": ["--lake=s3://x"]}},
+            "lakestack:jobFlags.sales",
+            "flags other than",
+        ),
+        ({"buckets": {"lake": "Not_A_Bucket"}}, "lakestack:buckets.lake", "an S3 bucket name"),
+    ],
+)
+def test_new_keys_are_validated(config, key, allowed):
+    with pytest.raises(ConfigError) as caught:
+        parse_settings("t", config, now=NOW)
+    assert caught.value.key == key
+    assert f"expected {allowed}" in str(caught.value)
+
+
+def test_the_load_generator_is_refused_on_the_emulator_stack():
+    with pytest.raises(ConfigError, match="no value on an emulator stack"):
+        parse_settings("local", {"loadgen": {"workers": 2}}, endpoint_url="http://127.0.0.1:4566")
+
+
+def test_security_controls_default_on_and_switching_one_off_is_a_named_deviation():
+    assert parse_settings("t", {}).security.deviations() == []
+    settings = parse_settings("t", {"security": {"flowLogs": False, "s3AccessLogging": "false"}})
+    assert settings.security.deviations() == [
+        "lakestack:security.flowLogs",
+        "lakestack:security.s3AccessLogging",
+    ]
+
+
+def test_the_aws_profile_of_the_stack_file_is_kept(tmp_path: Path):
+    (tmp_path / "Pulumi.p.yaml").write_text("config:\n  aws:profile: lab\n  lakestack:namePrefix: lab-p\n")
+    assert load_stack_settings("p", project_dir=tmp_path).aws_profile == "lab"

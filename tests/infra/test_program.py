@@ -5,11 +5,17 @@ from __future__ import annotations
 import json
 
 import pytest
-from pulumi_mocks import ACCOUNT, Run, execute_program, fake_artifacts, stack_config
+from pulumi_mocks import ACCOUNT, Run, execute_program, fake_artifacts, stack_config, step_conf
 
 from infra.errors import ConfigError, NotBuiltError
 
 DATA_ACTION_PREFIXES = ("kinesis:", "s3:", "kms:", "glue:")
+KEY_ARN = f"arn:aws:kms:us-east-1:{ACCOUNT}:key/key-1234"
+
+
+def bucket(role: str) -> str:
+    """The dev stack's bucket name: the shipped prefix gets the account and region as a suffix."""
+    return f"lakestack-dev-{role}-{ACCOUNT}-us-east-1"
 
 
 @pytest.fixture(scope="module")
@@ -19,18 +25,28 @@ def dev(tmp_path_factory):
 
 
 def test_exports_the_contracted_outputs(dev):
+    expires_at = dev.exports.pop("expires_at")
     assert dev.exports == {
         "stream_name": "lakestack-dev-events",
         "stream_arn": f"arn:aws:kinesis:us-east-1:{ACCOUNT}:stream/lakestack-dev-events",
         "region": "us-east-1",
-        "lake_bucket": "lakestack-dev-lake",
-        "checkpoint_bucket": "lakestack-dev-checkpoints",
-        "artifact_bucket": "lakestack-dev-artifacts",
-        "log_bucket": "lakestack-dev-logs",
+        "lake_bucket": bucket("lake"),
+        "checkpoint_bucket": bucket("checkpoints"),
+        "artifact_bucket": bucket("artifacts"),
+        "log_bucket": bucket("logs"),
         "cluster_id": "j-MOCKCLUSTER",
+        "step_ids": {"ingest": "s-jobs-ingest"},
         "dashboard_url": "https://us-east-1.console.aws.amazon.com/cloudwatch/home?region=us-east-1#dashboards:name=lakestack-dev",
-        "table_uri": "s3://lakestack-dev-lake/bronze/events",
+        "alarm_topic_arn": f"arn:aws:sns:us-east-1:{ACCOUNT}:lakestack-dev-alarms",
+        "table_uri": f"s3://{bucket('lake')}/bronze/events",
+        "glue_database": "lakestack_dev",
+        "table_uris": {"bronze_events": f"s3://{bucket('lake')}/bronze/events"},
+        "pipelines": {
+            "ingest": {"lake": f"s3://{bucket('lake')}", "checkpoint": f"s3://{bucket('checkpoints')}/ingest"}
+        },
+        "loadgen": None,
     }
+    assert expires_at.endswith(":00:00Z")
 
 
 def test_stream_is_on_demand_kms_encrypted_with_retention(dev):
@@ -61,9 +77,8 @@ def test_key_rotates(dev):
 
 
 @pytest.mark.parametrize("role", ["lake", "checkpoints", "artifacts", "logs"])
-def test_every_bucket_is_private_versioned_kms_encrypted_and_tls_only(dev, role):
-    bucket = dev.named(f"storage-{role}").inputs
-    assert bucket["bucket"] == f"lakestack-dev-{role}"
+def test_every_bucket_is_private_versioned_encrypted_and_tls_only(dev, role):
+    assert dev.named(f"storage-{role}").inputs["bucket"] == bucket(role)
     block = dev.named(f"storage-{role}-public-access").inputs
     assert {
         k: block[k]
@@ -77,24 +92,23 @@ def test_every_bucket_is_private_versioned_kms_encrypted_and_tls_only(dev, role)
     assert dev.named(f"storage-{role}-ownership").inputs["rule"] == {"objectOwnership": "BucketOwnerEnforced"}
     assert dev.named(f"storage-{role}-versioning").inputs["versioningConfiguration"] == {"status": "Enabled"}
     (rule,) = dev.named(f"storage-{role}-encryption").inputs["rules"]
-    assert rule == {
-        "applyServerSideEncryptionByDefault": {
-            "sseAlgorithm": "aws:kms",
-            "kmsMasterKeyId": f"arn:aws:kms:us-east-1:{ACCOUNT}:key/key-1234",
-        },
-        "bucketKeyEnabled": True,
-    }
-    policy = json.loads(dev.named(f"storage-{role}-tls-only").inputs["policy"])
-    assert policy["Statement"] == [
-        {
-            "Sid": "DenyInsecureTransport",
-            "Effect": "Deny",
-            "Principal": "*",
-            "Action": "s3:*",
-            "Resource": [f"arn:aws:s3:::lakestack-dev-{role}", f"arn:aws:s3:::lakestack-dev-{role}/*"],
-            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+    if role == "logs":
+        # S3 server access logs can only be delivered to an SSE-S3 bucket.
+        assert rule == {"applyServerSideEncryptionByDefault": {"sseAlgorithm": "AES256"}}
+    else:
+        assert rule == {
+            "applyServerSideEncryptionByDefault": {"sseAlgorithm": "aws:kms", "kmsMasterKeyId": KEY_ARN},
+            "bucketKeyEnabled": True,
         }
-    ]
+    policy = json.loads(dev.named(f"storage-{role}-policy").inputs["policy"])
+    assert policy["Statement"][0] == {
+        "Sid": "DenyInsecureTransport",
+        "Effect": "Deny",
+        "Principal": "*",
+        "Action": "s3:*",
+        "Resource": [f"arn:aws:s3:::{bucket(role)}", f"arn:aws:s3:::{bucket(role)}/*"],
+        "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+    }
 
 
 def test_lifecycle_rules_expire_old_versions_and_logs(dev):
@@ -116,14 +130,22 @@ def test_cluster_release_sizing_and_termination(dev):
     cluster = dev.one("aws:emr/cluster:Cluster").inputs
     assert cluster["releaseLabel"] == "emr-spark-8.0.0"
     assert cluster["applications"] == ["Spark"]
-    assert cluster["masterInstanceGroup"] == {"instanceType": "m5.xlarge", "instanceCount": 1}
-    assert cluster["coreInstanceGroup"]["instanceType"] == "m5.xlarge"
-    assert cluster["coreInstanceGroup"]["instanceCount"] == 2
+    assert cluster["masterInstanceGroup"] == {
+        "instanceType": "m5.xlarge",
+        "instanceCount": 1,
+        "ebsConfigs": [{"size": 32, "type": "gp3", "volumesPerInstance": 1}],
+    }
+    assert cluster["coreInstanceGroup"] == {
+        "instanceType": "m5.xlarge",
+        "instanceCount": 2,
+        "ebsConfigs": [{"size": 64, "type": "gp3", "volumesPerInstance": 1}],
+    }
+    assert cluster["ebsRootVolumeSize"] == 32
     assert cluster["autoTerminationPolicy"] == {"idleTimeout": 3600}
-    assert cluster["logUri"] == "s3://lakestack-dev-logs/emr/"
+    assert cluster["logUri"] == f"s3://{bucket('logs')}/emr/"
     assert cluster["stepConcurrencyLevel"] == 2
     assert cluster["tags"]["for-use-with-amazon-emr-managed-policies"] == "true"
-    spark = json.loads(cluster["configurationsJson"])[0]["Properties"]
+    spark = step_conf(dev.one("pulumi-python:dynamic:Resource").inputs["args"])
     assert {
         k: spark[k]
         for k in ("spark.executor.cores", "spark.executor.memory", "spark.executor.memoryOverhead")
@@ -159,10 +181,11 @@ def test_cluster_sizing_follows_parallelism(
         "lakestack:parallelismPerWorker": per_worker,
         "lakestack:cluster": {"instanceType": instance, "maxWorkers": 10},
     }
-    cluster = run_program(config).one("aws:emr/cluster:Cluster").inputs
+    run = run_program(config)
+    cluster = run.one("aws:emr/cluster:Cluster").inputs
     assert cluster["coreInstanceGroup"]["instanceCount"] == workers
     assert cluster["coreInstanceGroup"]["instanceType"] == instance
-    spark = json.loads(cluster["configurationsJson"])[0]["Properties"]
+    spark = step_conf(run.one("pulumi-python:dynamic:Resource").inputs["args"])
     assert (spark["spark.executor.cores"], spark["spark.executor.memory"]) == (str(cores), memory)
     assert spark["spark.sql.shuffle.partitions"] == str(parallelism)
 
@@ -185,7 +208,7 @@ def test_security_configuration_encrypts_at_rest_and_in_transit_and_requires_imd
     }
     tls = encryption["InTransitEncryptionConfiguration"]["TLSCertificateConfiguration"]
     assert tls["CertificateProviderType"] == "PEM"
-    assert tls["S3Object"].startswith("s3://lakestack-dev-artifacts/tls/")
+    assert tls["S3Object"] == f"s3://{bucket('artifacts')}/tls/emr-certificates.zip"
     assert config["InstanceMetadataServiceConfiguration"] == {
         "MinimumInstanceMetadataServiceVersion": 2,
         "HttpPutResponseHopLimit": 1,
@@ -207,6 +230,8 @@ def test_no_node_gets_a_public_ip(dev):
     for sg in dev.of_type("aws:ec2/securityGroup:SecurityGroup"):
         assert "ingress" not in sg.inputs, sg.name
         assert sg.inputs["tags"]["for-use-with-amazon-emr-managed-policies"] == "true"
+    # No rule resource opens ingress from anywhere (the load generator is off on dev).
+    assert dev.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule") == []
     assert cluster["ec2Attributes"]["serviceAccessSecurityGroup"] == "spark-service-access-sg-id"
     assert dev.named("network-private").inputs["tags"]["for-use-with-amazon-emr-managed-policies"] == "true"
 
@@ -233,15 +258,13 @@ def test_instance_policy_is_scoped_to_this_stacks_arns(dev):
     resources = {s["Sid"]: s["Resource"] for s in policy["Statement"]}
     assert resources == {
         "ReadStream": [f"arn:aws:kinesis:us-east-1:{ACCOUNT}:stream/lakestack-dev-events"],
-        "ListBuckets": [
-            f"arn:aws:s3:::lakestack-dev-{r}" for r in ("lake", "checkpoints", "artifacts", "logs")
-        ],
+        "ListBuckets": [f"arn:aws:s3:::{bucket(r)}" for r in ("lake", "checkpoints", "artifacts", "logs")],
         "ReadWriteTablesAndCheckpoints": [
-            "arn:aws:s3:::lakestack-dev-lake/*",
-            "arn:aws:s3:::lakestack-dev-checkpoints/*",
+            f"arn:aws:s3:::{bucket('lake')}/*",
+            f"arn:aws:s3:::{bucket('checkpoints')}/*",
         ],
-        "ReadArtifacts": ["arn:aws:s3:::lakestack-dev-artifacts/*"],
-        "WriteLogs": ["arn:aws:s3:::lakestack-dev-logs/*"],
+        "ReadArtifacts": [f"arn:aws:s3:::{bucket('artifacts')}/*"],
+        "WriteLogs": [f"arn:aws:s3:::{bucket('logs')}/*"],
         "UseStackKey": [f"arn:aws:kms:us-east-1:{ACCOUNT}:key/key-1234"],
         "UseGlueDatabase": [
             f"arn:aws:glue:us-east-1:{ACCOUNT}:catalog",
@@ -273,7 +296,8 @@ def test_jobs_are_uploaded_under_their_hash_and_started_as_a_step(dev):
     step = dev.one("pulumi-python:dynamic:Resource").inputs
     assert step["cluster_id"] == "j-MOCKCLUSTER"
     assert step["step_name"] == "lakestack-ingest"
-    assert step["args"] == [
+    args = step["args"]
+    assert args[:9] == [
         "spark-submit",
         "--deploy-mode",
         "cluster",
@@ -282,38 +306,38 @@ def test_jobs_are_uploaded_under_their_hash_and_started_as_a_step(dev):
         "--name",
         "lakestack-ingest",
         "--archives",
-        "s3://lakestack-dev-artifacts/jobs/0123456789abcdef/environment.tar.gz#environment",
-        "--conf",
-        "spark.yarn.appMasterEnv.PYTHONPATH=./environment",
-        "--conf",
-        "spark.executorEnv.PYTHONPATH=./environment",
-        "--conf",
-        "spark.yarn.maxAppAttempts=4",
-        "--conf",
-        "spark.yarn.am.attemptFailuresValidityInterval=1h",
-        "s3://lakestack-dev-artifacts/jobs/0123456789abcdef/run_job.py",
+        f"s3://{bucket('artifacts')}/jobs/0123456789abcdef/environment.tar.gz#environment",
+    ]
+    launcher = args.index(f"s3://{bucket('artifacts')}/jobs/0123456789abcdef/run_job.py")
+    assert all(flag == "--conf" for flag in args[9:launcher:2])
+    assert args[launcher + 1 :] == [
         "ingest",
         "--stream",
         "lakestack-dev-events",
         "--region",
         "us-east-1",
         "--table",
-        "s3://lakestack-dev-lake/bronze/events",
+        f"s3://{bucket('lake')}/bronze/events",
         "--checkpoint",
-        "s3://lakestack-dev-checkpoints/ingest",
+        f"s3://{bucket('checkpoints')}/ingest",
     ]
+    assert {k: v for k, v in step_conf(args).items() if k.startswith("spark.yarn.")} == {
+        "spark.yarn.appMasterEnv.PYTHONPATH": "./environment",
+        "spark.yarn.maxAppAttempts": "4",
+        "spark.yarn.am.attemptFailuresValidityInterval": "1h",
+    }
 
 
 def test_new_artifact_hash_changes_the_keys_and_the_step(run_program, tmp_path):
     run = run_program(stack_config("dev"), artifacts=fake_artifacts(tmp_path, "fedcba9876543210"))
     step = run.one("pulumi-python:dynamic:Resource").inputs
-    assert "s3://lakestack-dev-artifacts/jobs/fedcba9876543210/run_job.py" in step["args"]
+    assert f"s3://{bucket('artifacts')}/jobs/fedcba9876543210/run_job.py" in step["args"]
     assert run.named("jobs-launcher").inputs["key"] == "jobs/fedcba9876543210/run_job.py"
 
 
 def test_catalog_and_monitoring(dev):
     database = dev.one("aws:glue/catalogDatabase:CatalogDatabase").inputs
-    assert (database["name"], database["locationUri"]) == ("lakestack_dev", "s3://lakestack-dev-lake/")
+    assert (database["name"], database["locationUri"]) == ("lakestack_dev", f"s3://{bucket('lake')}/")
     alarm = dev.one("aws:cloudwatch/metricAlarm:MetricAlarm").inputs
     assert alarm["metricName"] == "GetRecords.IteratorAgeMilliseconds"
     assert alarm["dimensions"] == {"StreamName": "lakestack-dev-events"}
@@ -342,8 +366,10 @@ def test_local_stack_declares_stream_and_buckets_but_no_cluster(run_program):
     assert "aws:ec2/vpc:Vpc" not in types
     assert "pulumi-python:dynamic:Resource" not in types
     assert run.exports["stream_name"] == "lakestack-local-events"
+    # The emulator's buckets keep their plain names: no account suffix on the local stack.
     assert run.exports["lake_bucket"] == "lakestack-local-lake"
     assert run.exports["cluster_id"] is None
+    assert run.exports["step_ids"] == {}
 
 
 @pytest.mark.parametrize(

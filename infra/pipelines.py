@@ -1,0 +1,154 @@
+"""What each pipeline in ``lakestack:pipelines`` runs on a cluster: its job, its command line, its tables.
+
+The command line follows the jobs' shared contract (``python -m jobs <job> --source-table URI --lake URI
+--checkpoint PATH [--region R] [pipeline flags]``); the ingest job keeps its Kinesis flags. Every pipeline gets
+a checkpoint of its own, so no two queries ever share one. Tables live under the lake by the fixed names the
+jobs use; the two orders layouts each get a lake folder of their own because both write an
+``orders_quarantine`` table, and two writers must never share a table.
+
+Pure functions of strings: the cloud programs resolve bucket names first (``Output.apply``) and call these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from infra.config import BRONZE_TABLE, Pipeline
+from infra.errors import NotBuiltError
+
+
+@dataclass(frozen=True)
+class PipelineJob:
+    """The job behind a pipeline name: its ``python -m jobs`` name, fixed flags, lake folder and tables."""
+
+    job: str
+    # Folder under the lake bucket the job's --lake points at ("" = the bucket root).
+    lake_folder: str
+    # Catalog table name -> the table's path under the lake bucket.
+    tables: Mapping[str, str]
+    flags: tuple[str, ...] = ()
+
+
+PIPELINE_JOBS: dict[Pipeline, PipelineJob] = {
+    "ingest": PipelineJob("ingest", "", {"bronze_events": BRONZE_TABLE}),
+    "sales": PipelineJob(
+        "sales",
+        "",
+        {
+            "sales": "sales",
+            "sales_quarantine": "sales_quarantine",
+            "sales_by_product_minute": "sales_by_product_minute",
+        },
+    ),
+    "fraud": PipelineJob(
+        "fraud",
+        "",
+        {
+            "transactions": "transactions",
+            "transactions_quarantine": "transactions_quarantine",
+            "fraud_alerts": "fraud_alerts",
+        },
+    ),
+    "orders-cow": PipelineJob(
+        "orders",
+        "orders-cow",
+        {"orders_cow": "orders-cow/orders", "orders_cow_quarantine": "orders-cow/orders_quarantine"},
+        ("--layout", "cow"),
+    ),
+    "orders-mor": PipelineJob(
+        "orders",
+        "orders-mor",
+        {
+            "orders_mor_base": "orders-mor/orders_base",
+            "orders_mor_changes": "orders-mor/orders_changes",
+            "orders_mor_quarantine": "orders-mor/orders_quarantine",
+        },
+        ("--layout", "mor"),
+    ),
+    "maintenance": PipelineJob("maintenance", "", {"maintenance_runs": "_maintenance"}),
+}
+
+
+def lake_uri(lake_bucket: str, pipeline: Pipeline) -> str:
+    """The ``--lake`` of a pipeline: the lake bucket, or its own folder in it."""
+    folder = PIPELINE_JOBS[pipeline].lake_folder
+    return f"s3://{lake_bucket}/{folder}" if folder else f"s3://{lake_bucket}"
+
+
+def checkpoint_uri(checkpoint_bucket: str, pipeline: Pipeline) -> str:
+    """The pipeline's own checkpoint prefix."""
+    return f"s3://{checkpoint_bucket}/{pipeline}"
+
+
+def catalog_tables(pipelines: Sequence[Pipeline]) -> dict[str, str]:
+    """Catalog table name -> path under the lake bucket, for every table the pipelines write."""
+    return {name: path for p in pipelines for name, path in PIPELINE_JOBS[p].tables.items()}
+
+
+def pipeline_args(
+    pipeline: Pipeline,
+    *,
+    stream: str,
+    region: str,
+    lake_bucket: str,
+    checkpoint_bucket: str,
+    extra: Sequence[str] = (),
+) -> list[str]:
+    """``<job> [flags]`` for one pipeline on the cluster (what follows ``python -m jobs``).
+
+    Args:
+        pipeline: a name from ``lakestack:pipelines``.
+        stream: the Kinesis stream the ingest job reads.
+        region: the AWS region (Kinesis, and S3 for delta-rs).
+        lake_bucket: the lake bucket's name.
+        checkpoint_bucket: the checkpoint bucket's name.
+        extra: flags from ``lakestack:jobFlags``, appended last.
+    """
+    spec = PIPELINE_JOBS[pipeline]
+    bronze = f"s3://{lake_bucket}/{BRONZE_TABLE}"
+    checkpoint = checkpoint_uri(checkpoint_bucket, pipeline)
+    if pipeline == "ingest":
+        # The ingest job reads the stream (its own flags, contract C8), not a source table.
+        head = ["--stream", stream, "--region", region, "--table", bronze, "--checkpoint", checkpoint]
+    else:
+        head = [
+            "--source-table",
+            bronze,
+            "--lake",
+            lake_uri(lake_bucket, pipeline),
+            "--checkpoint",
+            checkpoint,
+            "--region",
+            region,
+        ]
+    return [spec.job, *head, *spec.flags, *extra]
+
+
+def job_module(project_dir: Path, pipeline: Pipeline) -> Path | None:
+    """The job's source in this checkout (``jobs/ingest.py``, ``jobs/pipelines/<job>.py`` or a package of
+    that name), or ``None`` when the checkout does not have it."""
+    job = PIPELINE_JOBS[pipeline].job
+    candidates = (
+        project_dir / "jobs" / f"{job}.py",
+        project_dir / "jobs" / "pipelines" / f"{job}.py",
+        project_dir / "jobs" / "pipelines" / job / "__init__.py",
+    )
+    return next((path for path in candidates if path.is_file()), None)
+
+
+def check_jobs_exist(project_dir: Path, pipelines: Sequence[Pipeline]) -> None:
+    """Refuse to deploy a pipeline whose job this checkout does not have: its step would fail on the cluster.
+
+    Raises:
+        NotBuiltError: naming the pipeline and where its job was looked for.
+    """
+    for pipeline in pipelines:
+        if job_module(project_dir, pipeline) is None:
+            job = PIPELINE_JOBS[pipeline].job
+            raise NotBuiltError(
+                f"lakestack:pipelines includes {pipeline!r}, but this checkout has no job {job!r} "
+                f"(looked for jobs/pipelines/{job}.py under {project_dir}); update the checkout or remove "
+                f"{pipeline!r} from lakestack:pipelines."
+            )
