@@ -193,13 +193,16 @@ class SparkCluster(pulumi.ComponentResource):
             allowed_uses=["key_encipherment", "digital_signature", "server_auth", "client_auth"],
             opts=child,
         )
+        zipped: pulumi.Output[str] = pulumi.Output.all(tls_key.private_key_pem, certificate.cert_pem).apply(
+            lambda v: pem_zip_base64(v[0], v[1])
+        )
+        # The zip holds the private key: a secret in the state, whatever the inputs' marking.
+        secret_zip: pulumi.Output[str] = pulumi.Output.secret(zipped)
         certificates = aws.s3.BucketObjectv2(
             f"{name}-tls-certificates",
             bucket=args.artifact_bucket,
             key=CERTIFICATES_KEY,
-            content_base64=pulumi.Output.all(tls_key.private_key_pem, certificate.cert_pem).apply(
-                lambda v: pem_zip_base64(v[0], v[1])
-            ),
+            content_base64=secret_zip,
             opts=child,
         )
         certificates_uri = pulumi.Output.concat("s3://", certificates.bucket, "/", certificates.key)

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from infra.config import load_stack_settings
 from infra.errors import ConfigError
 from lakestack import stacks as automation
 from lakestack.cli import main as run_cli
@@ -35,9 +36,40 @@ def test_plan_json_for_the_dev_stack(capsys):
         "instance_type": "m5.xlarge",
         "stream_mode": "on-demand",
         "shards": None,
-        "hourly_cost_usd": 0.8064,
+        "hourly_cost_usd": 0.8437,
     }
     assert plan["prices_as_of"] == "2025-06-01"
+    assert plan["usd_per_gb"] == 0.165
+    assert plan["pipelines"] == ["ingest"]
+    assert plan["buckets"]["lake"] == "lakestack-dev-lake-<account>-us-east-1"
+    assert plan["loadgen"] is None
+    # Contract C6: the security section, one short line per control, and no control switched off.
+    assert sorted(plan["security"]) == ["deviations", "encryption", "identities", "logging", "network"]
+    assert plan["security"]["deviations"] == []
+    assert "the VPC's default security group has no rules" in plan["security"]["network"]
+
+
+def test_plan_text_names_a_switched_off_control_as_a_deviation(tmp_path: Path, capsys, monkeypatch):
+    (tmp_path / "Pulumi.lab.yaml").write_text(
+        "config:\n  lakestack:namePrefix: acme-lab\n  lakestack:security:\n    s3AccessLogging: false\n"
+        "  lakestack:loadgen:\n    workers: 2\n"
+    )
+    monkeypatch.setattr(
+        stack_cli,
+        "load_stack_settings",
+        lambda stack, project_dir=None: load_stack_settings(stack, project_dir=tmp_path),
+    )
+    assert run_cli(["plan", "--stack", "lab"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "  loadgen : 1 Locust master + 2 workers on Fargate (1024 CPU units, 2048 MiB each), locustio/locust:2.47.0"
+        in out
+    )
+    assert "            load generator ~0.15 USD per hour of load" in out
+    assert "  security\n    encryption  : stream: KMS with the stack's KMS key (rotated yearly)\n" in out
+    assert out.rstrip().endswith(
+        "    deviations  : S3 server access logging off (lakestack:security.s3AccessLogging: false)"
+    )
 
 
 def test_plan_text_for_the_local_stack(capsys):
@@ -47,6 +79,7 @@ def test_plan_text_for_the_local_stack(capsys):
     assert "stream  : Kinesis on-demand" in out
     assert "cost    : ~0.00 USD/hour (0.00 at max workers)" in out
     assert "note    : emulator stack: no cloud charges" in out
+    assert "    network     : emulator stack: no VPC; the emulator listens on 127.0.0.1 only" in out
 
 
 def test_plan_refuses_an_unknown_stack_without_traceback(capsys):
@@ -74,6 +107,25 @@ def test_up_validates_the_stack_file_before_looking_for_the_cli(tmp_path: Path, 
     with pytest.raises(ConfigError) as caught:
         automation.up("bad", project_dir=tmp_path)
     assert "lakestack:parallelism = 0; expected an integer >= 1" in str(caught.value)
+
+
+def test_up_refreshes_before_it_updates(monkeypatch):
+    calls = []
+
+    class Result:
+        def __init__(self):
+            self.outputs = {}
+
+    class FakeStack:
+        def up(self, **kwargs):
+            calls.append(sorted(kwargs))
+            assert kwargs["refresh"] is True
+            return Result()
+
+    monkeypatch.setattr(automation.shutil, "which", lambda name: "/usr/bin/pulumi")
+    monkeypatch.setattr(automation, "_stack", lambda stack, project_dir, *, create: FakeStack())
+    assert automation.up("dev") == {}
+    assert calls == [["on_output", "refresh"]]
 
 
 def test_outputs_prints_the_stack_outputs(capsys, monkeypatch):
