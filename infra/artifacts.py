@@ -321,8 +321,3 @@ def build_loadgen_artifacts(project_dir: Path, out_dir: Path) -> LoadgenArtifact
     shutil.rmtree(target, ignore_errors=True)
     os.replace(staging, target)
     return LoadgenArtifacts(content_hash, target / wheel.name, target / LOADGEN_RUNNER_NAME)
-
-
-def file_digest(path: Path) -> str:
-    """First 16 hex digits of a file's SHA-256."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]

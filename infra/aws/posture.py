@@ -22,28 +22,21 @@ _DEVIATION_TEXT = {
 def aws_security_posture(settings: StackSettings) -> SecurityPosture:
     """The posture of an AWS stack with these settings."""
     sec = settings.security
-    cluster, loadgen = settings.cluster.enabled, settings.loadgen is not None
-    key = "the stack's KMS key (rotated yearly)"
     encryption = [
-        f"stream: KMS with {key}",
-        "buckets lake, checkpoints, artifacts: SSE-KMS with the stack key (S3 Bucket Keys); logs: SSE-S3, "
-        "since S3 access logs cannot be delivered to SSE-KMS",
+        "stream: KMS with the stack's key (rotated yearly)",
+        "lake, checkpoint, artifact buckets: SSE-KMS with the stack key; logs bucket: SSE-S3 (access logs need it)",
         "TLS only: every bucket policy denies requests without TLS",
     ]
-    if cluster:
-        encryption.append(
-            "cluster: at rest (EMRFS S3, local disks, EBS) with the stack key; in transit TLS, certificate in stack state"
-        )
+    if settings.cluster.enabled:
+        encryption.append("cluster: at rest (S3, local disks, EBS) with the stack key; TLS in transit")
     encryption.append(
-        "alarm topic: SNS encrypted with the stack key"
-        if sec.explicit_key_policy
-        else "alarm topic: unencrypted"
+        "alarm topic: SNS with the stack key" if sec.explicit_key_policy else "alarm topic: unencrypted"
     )
-    if loadgen:
+    if settings.loadgen is not None:
         encryption.append(
-            "load-generator logs: CloudWatch Logs with the stack key"
+            "load-generator logs: with the stack key"
             if sec.explicit_key_policy
-            else "load-generator logs: CloudWatch Logs default encryption"
+            else "load-generator logs: CloudWatch Logs' default encryption"
         )
     return SecurityPosture(
         encryption=tuple(encryption),
@@ -57,16 +50,14 @@ def aws_security_posture(settings: StackSettings) -> SecurityPosture:
 def _network(settings: StackSettings) -> list[str]:
     if settings.is_local:
         return ["emulator stack: no VPC; the emulator listens on 127.0.0.1 only"]
-    lines = ["buckets: public access blocked, ACLs disabled (bucket owner enforced)"]
+    lines = ["buckets: public access blocked, ACLs disabled"]
     if not settings.needs_network:
         return [*lines, "no VPC: the stack runs no compute"]
-    lines.append(
-        "VPC: private subnet, no public IPs; out only through a NAT gateway and an S3 gateway endpoint"
-    )
+    lines.append("VPC: private subnet, no public IPs; out through a NAT gateway and an S3 gateway endpoint")
     if settings.cluster.enabled:
         lines.append(
-            f"cluster: in an AZ that offers {settings.cluster.instance_type}; egress HTTPS (443) and within the "
-            "cluster only; ingress only what EMR adds for its own groups"
+            "cluster: egress HTTPS and intra-cluster only, no ingress beyond EMR's own; "
+            f"in a zone offering {settings.cluster.instance_type}"
         )
     if settings.loadgen is not None:
         lines.append(
@@ -81,23 +72,21 @@ def _logging(settings: StackSettings) -> list[str]:
     sec = settings.security
     lines = []
     if settings.needs_network and sec.flow_logs:
-        lines.append(
-            f"VPC flow logs, all traffic, to the logs bucket under {FLOW_LOG_PREFIX}/ (Parquet, hourly)"
-        )
+        lines.append(f"VPC flow logs, all traffic, to the logs bucket under {FLOW_LOG_PREFIX}/")
     if sec.s3_access_logging:
         lines.append(
-            f"S3 server access logs of lake, checkpoints, artifacts to the logs bucket under {ACCESS_LOG_PREFIX}/; "
-            "the logs bucket itself is not logged (it would log its own deliveries)"
+            f"S3 access logs of lake, checkpoints, artifacts under {ACCESS_LOG_PREFIX}/ "
+            "(not of the logs bucket: it would log its own deliveries)"
         )
     if settings.cluster.enabled:
-        lines.append(f"EMR logs to the logs bucket under {EMR_LOG_PREFIX}/, encrypted with the stack key")
+        lines.append(f"EMR logs under {EMR_LOG_PREFIX}/, encrypted with the stack key")
     if settings.loadgen is not None:
-        lines.append(f"load generator: CloudWatch Logs (30 days); results under {LOADGEN_RESULTS_PREFIX}/")
+        lines.append(f"load generator: CloudWatch Logs, 30 days; results under {LOADGEN_RESULTS_PREFIX}/")
     email = settings.alert_email
     lines.append(
         f"iterator-age alarm to an SNS topic ({'e-mail to ' + email if email else 'no subscription'})"
     )
-    lines.append("logs bucket keeps objects 90 days")
+    lines.append("the logs bucket keeps objects 90 days")
     return lines
 
 
@@ -105,20 +94,20 @@ def _identities(settings: StackSettings) -> list[str]:
     lines = []
     if settings.cluster.enabled:
         lines += [
-            "EMR instance role: this stack's stream (read), lake and checkpoints (read/write), artifacts (read), "
-            "logs (write), the stack key, its Glue database; metrics only in namespace lakestack",
-            "EMR service role: AmazonEMRServicePolicy_v2 (tagged resources only), passes only the instance role",
+            "EMR instance role: this stack's stream, buckets, key and Glue database only",
+            "EMR service role: AmazonEMRServicePolicy_v2 (tagged resources); passes only the instance role",
         ]
     if settings.loadgen is not None:
         lines += [
-            "load-generator task role: put records on this stream, read its bundle, write under "
-            f"{LOADGEN_RESULTS_PREFIX}/ in the logs bucket",
+            "load-generator task role: put records on this stream, read its bundle, write its results",
             "load-generator execution role: write its own log group only",
         ]
     if settings.security.explicit_key_policy:
         lines.append(
-            "KMS key policy: account administrators manage the key; the stack's roles use it; other principals "
-            "of the account only through S3 and Kinesis"
+            "KMS key policy: administrators manage it, the stack's roles use it, others only via S3/Kinesis"
         )
-    lines.append("no secrets in code, stack files or outputs; the TLS private key is a secret in stack state")
+    secrets = "no secrets in code, stack files or outputs"
+    lines.append(
+        f"{secrets}; the TLS private key is a secret in stack state" if settings.cluster.enabled else secrets
+    )
     return lines

@@ -197,9 +197,8 @@ def test_the_default_posture_has_no_deviations_and_lists_each_control():
     posture = aws_security_posture(parse_settings("dev", {}))
     assert posture.deviations == ()
     assert "the VPC's default security group has no rules" in posture.network
-    assert (
-        posture.logging[0]
-        == "VPC flow logs, all traffic, to the logs bucket under vpc-flow-logs/ (Parquet, hourly)"
+    assert posture.logging[0] == "VPC flow logs, all traffic, to the logs bucket under vpc-flow-logs/"
+    assert posture.logging[1].startswith("S3 access logs of lake, checkpoints, artifacts under s3-access/")
+    assert posture.identities[-2] == (
+        "KMS key policy: administrators manage it, the stack's roles use it, others only via S3/Kinesis"
     )
-    assert posture.logging[1].startswith("S3 server access logs of lake, checkpoints, artifacts")
-    assert posture.identities[-2].startswith("KMS key policy: account administrators manage the key")

@@ -66,7 +66,7 @@ def test_plan_text_names_a_switched_off_control_as_a_deviation(tmp_path: Path, c
         in out
     )
     assert "            load generator ~0.15 USD per hour of load" in out
-    assert "  security\n    encryption  : stream: KMS with the stack's KMS key (rotated yearly)\n" in out
+    assert "  security\n    encryption  : stream: KMS with the stack's key (rotated yearly)\n" in out
     assert out.rstrip().endswith(
         "    deviations  : S3 server access logging off (lakestack:security.s3AccessLogging: false)"
     )
