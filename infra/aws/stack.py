@@ -28,7 +28,7 @@ from infra.aws.monitoring import Monitoring, MonitoringArgs
 from infra.aws.network import Network, NetworkArgs
 from infra.aws.storage import LakeStorage, LakeStorageArgs
 from infra.aws.stream import Stream, StreamArgs
-from infra.config import BRONZE_TABLE, BUCKET_ROLES, EXPIRES_AT_TAG, Pipeline, StackSettings
+from infra.config import BRONZE_TABLE, BUCKET_ROLES, EXPIRES_AT_TAG, LoadgenSettings, Pipeline, StackSettings
 from infra.errors import NotBuiltError
 from infra.pipelines import catalog_tables, checkpoint_uri, lake_uri, pipeline_args
 
@@ -108,7 +108,9 @@ def declare_aws(settings: StackSettings, inputs: AwsInputs) -> dict[str, pulumi.
     if settings.loadgen is not None:
         if inputs.loadgen is None or network is None:
             raise NotBuiltError("the load generator is enabled but its bundle was not built (internal error)")
-        loadgen = _loadgen(core, inputs.loadgen, network, encrypt_logs=key_access is not None)
+        loadgen = _loadgen(
+            core, settings.loadgen, inputs.loadgen, network, encrypt_logs=key_access is not None
+        )
     return {
         "stream_name": stream.name,
         "stream_arn": stream.arn,
@@ -227,18 +229,19 @@ def _cluster(
     return cluster.cluster_id, deployment.step_ids
 
 
-def _loadgen(core: _Core, bundle: LoadgenArtifacts, network: Network, *, encrypt_logs: bool) -> pulumi.Output:
+def _loadgen(
+    core: _Core, spec: LoadgenSettings, bundle: LoadgenArtifacts, network: Network, *, encrypt_logs: bool
+) -> pulumi.Output[dict[str, Any]]:
     s = core.settings
-    assert s.loadgen is not None
     generator = LoadGenerator(
         "loadgen",
         LoadGeneratorArgs(
             name_prefix=s.name_prefix,
             region=s.region,
-            workers=s.loadgen.workers,
-            cpu=s.loadgen.cpu,
-            memory_mb=s.loadgen.memory_mb,
-            image=s.loadgen.image,
+            workers=spec.workers,
+            cpu=spec.cpu,
+            memory_mb=spec.memory_mb,
+            image=spec.image,
             artifacts=bundle,
             vpc_id=network.vpc_id,
             subnet_id=network.private_subnet_id,
@@ -260,7 +263,7 @@ def _loadgen(core: _Core, bundle: LoadgenArtifacts, network: Network, *, encrypt
             "master_task_definition": generator.master_task_definition,
             "worker_task_definition": generator.worker_task_definition,
             "container": "locust",
-            "workers": s.loadgen.workers,
+            "workers": spec.workers,
             "subnets": [network.private_subnet_id],
             "security_groups": generator.security_groups,
             "assign_public_ip": "DISABLED",
