@@ -503,12 +503,25 @@ def _parse_pipelines(value: Any, *, where: str) -> tuple[Pipeline, ...]:
             "lakestack:pipelines", value, f"a non-empty list of {', '.join(PIPELINES)}", where=where
         )
     try:
-        return tuple(_parse_choice("lakestack:pipelines", name, PIPELINES, where=where) for name in value)
+        names = tuple(_parse_choice("lakestack:pipelines", name, PIPELINES, where=where) for name in value)
     except ConfigError as error:
         bad = next(name for name in value if name not in PIPELINES)
         raise ConfigError(
             "lakestack:pipelines", bad, f"pipeline names among {', '.join(PIPELINES)}", where=where
         ) from error
+    if len(set(names)) != len(names):
+        twice = next(n for n in names if names.count(n) > 1)
+        raise ConfigError(
+            "lakestack:pipelines", twice, "each pipeline once (one step and checkpoint each)", where=where
+        )
+    if names == ("maintenance",):
+        raise ConfigError(
+            "lakestack:pipelines",
+            list(names),
+            "maintenance beside at least one pipeline whose tables it looks after",
+            where=where,
+        )
+    return names
 
 
 def _parse_buckets(raw: Mapping[str, Any], *, prefix: str, where: str) -> dict[str, str]:

@@ -1,8 +1,11 @@
 """What each pipeline in ``lakestack:pipelines`` runs on a cluster: its job, its command line, its tables.
 
-The command line follows the jobs' shared contract (``python -m jobs <job> --source-table URI --lake URI
---checkpoint PATH [--region R] [pipeline flags]``); the ingest job keeps its Kinesis flags. Every pipeline gets
-a checkpoint of its own, so no two queries ever share one. Tables live under the lake by the fixed names the
+The streaming pipelines' command line follows the jobs' shared contract (``python -m jobs <job> --source-table
+URI --lake URI --checkpoint PATH [--region R] [pipeline flags]``); the ingest job keeps its Kinesis flags. Every
+streaming pipeline gets a checkpoint of its own, so no two queries ever share one. ``maintenance`` is not a
+streaming query: it takes the design notes' ``--table URI`` (one per table of the stack's other pipelines) and
+``--lake``, keeps its record in ``<lake>/_maintenance``, and runs on a schedule (``--every 1h`` unless
+``lakestack:jobFlags`` names one). Tables live under the lake by the fixed names the
 jobs use; the two orders layouts each get a lake folder of their own because both write an
 ``orders_quarantine`` table, and two writers must never share a table.
 
@@ -29,6 +32,8 @@ class PipelineJob:
     # Catalog table name -> the table's path under the lake bucket.
     tables: Mapping[str, str]
     flags: tuple[str, ...] = ()
+    # A streaming query with a checkpoint of its own (maintenance is a scheduled batch job).
+    streaming: bool = True
 
 
 PIPELINE_JOBS: dict[Pipeline, PipelineJob] = {
@@ -67,8 +72,11 @@ PIPELINE_JOBS: dict[Pipeline, PipelineJob] = {
         },
         ("--layout", "mor"),
     ),
-    "maintenance": PipelineJob("maintenance", "", {"maintenance_runs": "_maintenance"}),
+    "maintenance": PipelineJob("maintenance", "", {"maintenance_runs": "_maintenance"}, streaming=False),
 }
+# What maintenance does beside the streams unless lakestack:jobFlags.maintenance sets a schedule of its own.
+MAINTENANCE_SCHEDULE = ("--every", "1h")
+_SCHEDULE_FLAGS = ("--every", "--every-commits")
 
 
 def lake_uri(lake_bucket: str, pipeline: Pipeline) -> str:
@@ -77,9 +85,9 @@ def lake_uri(lake_bucket: str, pipeline: Pipeline) -> str:
     return f"s3://{lake_bucket}/{folder}" if folder else f"s3://{lake_bucket}"
 
 
-def checkpoint_uri(checkpoint_bucket: str, pipeline: Pipeline) -> str:
-    """The pipeline's own checkpoint prefix."""
-    return f"s3://{checkpoint_bucket}/{pipeline}"
+def checkpoint_uri(checkpoint_bucket: str, pipeline: Pipeline) -> str | None:
+    """The pipeline's own checkpoint prefix (``None`` for maintenance, which keeps no checkpoint)."""
+    return f"s3://{checkpoint_bucket}/{pipeline}" if PIPELINE_JOBS[pipeline].streaming else None
 
 
 def catalog_tables(pipelines: Sequence[Pipeline]) -> dict[str, str]:
@@ -94,6 +102,7 @@ def pipeline_args(
     region: str,
     lake_bucket: str,
     checkpoint_bucket: str,
+    pipelines: Sequence[Pipeline] = (),
     extra: Sequence[str] = (),
 ) -> list[str]:
     """``<job> [flags]`` for one pipeline on the cluster (what follows ``python -m jobs``).
@@ -104,11 +113,26 @@ def pipeline_args(
         region: the AWS region (Kinesis, and S3 for delta-rs).
         lake_bucket: the lake bucket's name.
         checkpoint_bucket: the checkpoint bucket's name.
+        pipelines: every pipeline of the stack (maintenance looks after their tables).
         extra: flags from ``lakestack:jobFlags``, appended last.
     """
     spec = PIPELINE_JOBS[pipeline]
     bronze = f"s3://{lake_bucket}/{BRONZE_TABLE}"
-    checkpoint = checkpoint_uri(checkpoint_bucket, pipeline)
+    checkpoint = f"s3://{checkpoint_bucket}/{pipeline}"
+    if pipeline == "maintenance":
+        tables = catalog_tables([p for p in pipelines if p != "maintenance"])
+        head = [arg for path in tables.values() for arg in ("--table", f"s3://{lake_bucket}/{path}")]
+        schedule = () if any(f.split("=", 1)[0] in _SCHEDULE_FLAGS for f in extra) else MAINTENANCE_SCHEDULE
+        return [
+            spec.job,
+            *head,
+            "--lake",
+            lake_uri(lake_bucket, pipeline),
+            "--region",
+            region,
+            *schedule,
+            *extra,
+        ]
     if pipeline == "ingest":
         # The ingest job reads the stream (its own flags, contract C8), not a source table.
         head = ["--stream", stream, "--region", region, "--table", bronze, "--checkpoint", checkpoint]

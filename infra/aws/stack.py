@@ -281,17 +281,18 @@ def _job_args(pipeline: Pipeline, settings: StackSettings, values: list[Any]) ->
         region=settings.region,
         lake_bucket=lake,
         checkpoint_bucket=checkpoints,
+        pipelines=settings.pipelines,
         extra=settings.job_flags.get(pipeline, ()),
     )
 
 
-def _pipeline_uris(pipeline: Pipeline, values: list[Any]) -> dict[str, str]:
+def _pipeline_uris(pipeline: Pipeline, values: list[Any]) -> dict[str, str | None]:
     return {"lake": lake_uri(values[0], pipeline), "checkpoint": checkpoint_uri(values[1], pipeline)}
 
 
 def _pipeline_outputs(
     settings: StackSettings, storage: LakeStorage
-) -> dict[str, pulumi.Output[dict[str, str]]]:
+) -> dict[str, pulumi.Output[dict[str, str | None]]]:
     """Per pipeline: its lake and checkpoint URIs (what a bench reads and reconciles)."""
     names = pulumi.Output.all(storage.names["lake"], storage.names["checkpoints"])
     return {p: names.apply(functools.partial(_pipeline_uris, p)) for p in settings.pipelines}

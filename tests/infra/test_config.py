@@ -320,6 +320,8 @@ def test_an_instance_too_small_for_the_pipelines_is_refused():
             "flags other than",
         ),
         ({"buckets": {"lake": "Not_A_Bucket"}}, "lakestack:buckets.lake", "an S3 bucket name"),
+        ({"pipelines": ["ingest", "ingest"]}, "lakestack:pipelines", "each pipeline once"),
+        ({"pipelines": ["maintenance"]}, "lakestack:pipelines", "maintenance beside at least one pipeline"),
     ],
 )
 def test_new_keys_are_validated(config, key, allowed):

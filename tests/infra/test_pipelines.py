@@ -1,5 +1,6 @@
-"""Every pipeline in `lakestack:pipelines` runs as its own EMR step with its own checkpoint, its command line
-as the jobs' shared contract (C3) says; its tables are registered in the Glue database for Athena."""
+"""Every pipeline in `lakestack:pipelines` runs as its own EMR step, each streaming one with its own checkpoint,
+its command line as the jobs' shared contract (C3) says (maintenance: the design notes' `--table` shape); its
+tables are registered in the Glue database for Athena."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ CONFIG = {
     "lakestack:pipelines": ALL,
     # Room for six drivers and six executors per node.
     "lakestack:cluster": {"instanceType": "r5.xlarge", "maxWorkers": 6},
-    "lakestack:jobFlags": {"sales": ["--trigger", "processing-time=10s"], "maintenance": ["--every", "10m"]},
+    "lakestack:jobFlags": {
+        "sales": ["--trigger", "processing-time=10s"],
+        "maintenance": ["--z-order", "account_id"],
+    },
 }
 LAKE = f"lakestack-dev-lake-{ACCOUNT}-us-east-1"
 CHECKPOINTS = f"lakestack-dev-checkpoints-{ACCOUNT}-us-east-1"
@@ -79,7 +83,39 @@ def test_every_pipeline_is_its_own_step(run):
         ("fraud", contract("fraud", f"s3://{LAKE}", "fraud")),
         ("orders-cow", contract("orders", f"s3://{LAKE}/orders-cow", "orders-cow", "--layout", "cow")),
         ("orders-mor", contract("orders", f"s3://{LAKE}/orders-mor", "orders-mor", "--layout", "mor")),
-        ("maintenance", contract("maintenance", f"s3://{LAKE}", "maintenance", "--every", "10m")),
+        (
+            "maintenance",
+            [
+                "maintenance",
+                *[
+                    arg
+                    for path in (
+                        "bronze/events",
+                        "sales",
+                        "sales_quarantine",
+                        "sales_by_product_minute",
+                        "transactions",
+                        "transactions_quarantine",
+                        "fraud_alerts",
+                        "orders-cow/orders",
+                        "orders-cow/orders_quarantine",
+                        "orders-mor/orders_base",
+                        "orders-mor/orders_changes",
+                        "orders-mor/orders_quarantine",
+                    )
+                    for arg in ("--table", f"s3://{LAKE}/{path}")
+                ],
+                "--lake",
+                f"s3://{LAKE}",
+                "--region",
+                "us-east-1",
+                # No schedule among the stack's flags: every hour, beside the streams.
+                "--every",
+                "1h",
+                "--z-order",
+                "account_id",
+            ],
+        ),
     ],
 )
 def test_step_command_lines_follow_the_jobs_contract(run, pipeline, expected):
@@ -87,8 +123,34 @@ def test_step_command_lines_follow_the_jobs_contract(run, pipeline, expected):
 
 
 def test_no_two_pipelines_share_a_checkpoint(run):
-    checkpoints = [a[a.index("--checkpoint") + 1] for a in (job_args(run, p) for p in ALL)]
-    assert len(set(checkpoints)) == len(ALL)
+    streaming = [p for p in ALL if p != "maintenance"]
+    checkpoints = [a[a.index("--checkpoint") + 1] for a in (job_args(run, p) for p in streaming)]
+    assert len(set(checkpoints)) == len(streaming)
+    assert "--checkpoint" not in job_args(run, "maintenance")
+    assert run.exports["pipelines"]["maintenance"] == {"lake": f"s3://{LAKE}", "checkpoint": None}
+
+
+def test_maintenance_keeps_the_schedule_the_stack_gives_it():
+    args = pipeline_args(
+        "maintenance",
+        stream="s",
+        region="r",
+        lake_bucket="l",
+        checkpoint_bucket="c",
+        pipelines=("ingest", "maintenance"),
+        extra=("--every-commits", "20"),
+    )
+    assert args == [
+        "maintenance",
+        "--table",
+        "s3://l/bronze/events",
+        "--lake",
+        "s3://l",
+        "--region",
+        "r",
+        "--every-commits",
+        "20",
+    ]
 
 
 def test_each_pipelines_application_gets_its_share_of_the_nodes(run):
