@@ -267,6 +267,8 @@ def _loadgen(
             "subnets": [network.private_subnet_id],
             "security_groups": generator.security_groups,
             "assign_public_ip": "DISABLED",
+            # Tasks carry the stack's tags (the expiry among them) only when started with this.
+            "propagate_tags": "TASK_DEFINITION",
             "results_uri": generator.results_uri,
         }
     )

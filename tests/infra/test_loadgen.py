@@ -168,6 +168,7 @@ def test_outputs_say_how_to_start_a_run(run):
         "subnets": ["network-private-id"],
         "security_groups": {"master": "loadgen-master-sg-id", "worker": "loadgen-worker-sg-id"},
         "assign_public_ip": "DISABLED",
+        "propagate_tags": "TASK_DEFINITION",
         "results_uri": f"s3://{LOGS}/loadgen",
     }
 
