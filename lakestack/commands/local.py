@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from lakestack import emulator
+from lakestack.commands._types import add_fault_arguments
+from lakestack.errors import EmulatorError
 
 
 def _print_env(state: emulator.EmulatorState) -> None:
@@ -16,11 +19,15 @@ def _print_env(state: emulator.EmulatorState) -> None:
 
 
 def _up(args: argparse.Namespace) -> int:
-    state = emulator.up(port=args.port, state_dir=Path(args.state_dir))
+    state = emulator.up(
+        port=args.port, state_dir=Path(args.state_dir), faults=args.faults, faults_seed=args.faults_seed
+    )
     print(f"emulator up: {state.endpoint_url} (pid {state.pid}, log {state.log_path})")
     print(f"  stream  {state.stream_name} (on-demand, region {state.region})")
     for role, bucket in state.buckets.items():
         print(f"  bucket  s3://{bucket} ({role})")
+    if state.faults:
+        print(f"  faults  {state.faults} (seed {state.faults_seed}); counts: `lakestack local status`")
     if state.port != emulator.DEFAULT_PORT:
         print(
             f"note: Pulumi.local.yaml points its providers at port {emulator.DEFAULT_PORT}; edit it to use {state.port}."
@@ -34,13 +41,36 @@ def _status(args: argparse.Namespace) -> int:
     if state is None:
         print("emulator: not running (start it with `lakestack local up`)")
         return 1
+    faults = _fault_tally(state)
     if args.json:
-        print(json.dumps({**state.__dict__, "table_uri": state.table_uri}))
+        print(json.dumps({**state.__dict__, "table_uri": state.table_uri, "faults": faults}))
         return 0
     print(f"emulator: running at {state.endpoint_url} (pid {state.pid}, since {state.started_at})")
     print(f"  stream  {state.stream_name}; buckets: {', '.join(state.buckets.values())}")
+    if faults is None:
+        print("  faults  tally unreadable (an emulator from an older lakestack?)")
+    elif faults["spec"]:
+        _print_faults(faults)
     _print_env(state)
     return 0
+
+
+def _fault_tally(state: emulator.EmulatorState) -> dict[str, Any] | None:
+    try:
+        return emulator.read_faults(state.endpoint_url)
+    except EmulatorError:
+        return None
+
+
+def _print_faults(faults: dict[str, Any]) -> None:
+    from lakestack.fault_report import fault_rows, faults_section
+
+    rows = fault_rows(faults_section(faults, producer=None, source=None))
+    width = max(len(label) for label, _ in rows)
+    state = "injecting" if faults["armed"] else "stopped"
+    print(f"  faults  {state} since {faults['armed_at']}")
+    for label, value in rows:
+        print(f"    {label:<{width}}  {value}")
 
 
 def _down(args: argparse.Namespace) -> int:
@@ -68,9 +98,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     up.add_argument(
         "--port", type=int, default=emulator.DEFAULT_PORT, help="port on 127.0.0.1 (default: %(default)s)"
     )
+    add_fault_arguments(up)
     up.set_defaults(handler=_up)
-    status = actions.add_parser("status", help="say whether the emulator runs, and where")
-    status.add_argument("--json", action="store_true", help="print the state as one JSON object")
+    status = actions.add_parser(
+        "status", help="say whether the emulator runs, and where, and count the faults it injected"
+    )
+    status.add_argument(
+        "--json",
+        action="store_true",
+        help="print the state as one JSON object (with `faults`: per kind, seen, injected and survived)",
+    )
     status.set_defaults(handler=_status)
     down = actions.add_parser("down", help="stop the emulator (its data is gone with it)")
     down.set_defaults(handler=_down)

@@ -15,8 +15,11 @@ import urllib.request
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from infra.config import BRONZE_TABLE, StackSettings, load_stack_settings
+from lakestack.emulator.fault_layer import CONTROL_PATH
+from lakestack.emulator.faults import FaultSpec
 from lakestack.emulator.provision import EMULATOR_CREDENTIALS, provision
 from lakestack.errors import EmulatorError
 
@@ -37,6 +40,9 @@ class EmulatorState:
     buckets: dict[str, str]
     log_path: str
     started_at: str
+    # The armed fault spec (canonical text, empty when none) and the seed its generator started from.
+    faults: str = ""
+    faults_seed: int | None = None
 
     @property
     def lake_bucket(self) -> str:
@@ -132,16 +138,26 @@ class Emulator:
 
     @classmethod
     def start(
-        cls, *, port: int | None = None, stack: StackSettings | None = None, log_path: Path
+        cls,
+        *,
+        port: int | None = None,
+        stack: StackSettings | None = None,
+        log_path: Path,
+        faults: FaultSpec | None = None,
+        faults_seed: int | None = None,
     ) -> Emulator:
         """Start the emulator with `stack`'s stream and buckets (the `local` stack, Pulumi.local.yaml, when
-        None, so the emulator and `pulumi up --stack local` agree on names)."""
+        None, so the emulator and `pulumi up --stack local` agree on names), then arm ``faults``: provisioning
+        itself is never faulted."""
         chosen = free_port() if port is None else port
         target = stack if stack is not None else load_stack_settings("local")
         process = start_server(chosen, log_path=log_path)
         endpoint_url = f"http://127.0.0.1:{chosen}"
+        armed: dict[str, Any] = {}
         try:
             provision(endpoint_url, target)
+            if faults:
+                armed = arm_faults(endpoint_url, faults, seed=faults_seed)
         except Exception:
             _terminate(process.pid)
             raise
@@ -154,6 +170,8 @@ class Emulator:
             buckets=dict(target.bucket_names),
             log_path=str(log_path),
             started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            faults=str(armed.get("spec", "")),
+            faults_seed=armed.get("seed"),
         )
         return cls(process, state)
 
@@ -169,6 +187,39 @@ class Emulator:
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
+
+
+def _faults_request(endpoint_url: str, method: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
+    data = None if payload is None else json.dumps(payload).encode()
+    request = urllib.request.Request(f"{endpoint_url}{CONTROL_PATH}", data=data, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            return dict(json.loads(reply.read()))
+    except urllib.error.HTTPError as error:
+        detail = error.read().decode(errors="replace")
+        raise EmulatorError(
+            f"the emulator at {endpoint_url} refused {method} {CONTROL_PATH} ({error.code}): {detail}"
+        ) from None
+    except (urllib.error.URLError, ConnectionError, TimeoutError) as error:
+        raise EmulatorError(
+            f"expected the emulator to answer at {endpoint_url}{CONTROL_PATH}, found no answer ({error}); "
+            "is it running (`lakestack local status`)?"
+        ) from None
+
+
+def arm_faults(endpoint_url: str, spec: FaultSpec, *, seed: int | None = None) -> dict[str, Any]:
+    """Start injecting ``spec`` in a running emulator (a fresh tally); returns its tally, seed included."""
+    return _faults_request(endpoint_url, "POST", {"spec": spec.to_text(), "seed": seed})
+
+
+def read_faults(endpoint_url: str) -> dict[str, Any]:
+    """The emulator's fault tally: ``{"armed", "spec", "seed", "armed_at", "kinds": {kind: counts}}``."""
+    return _faults_request(endpoint_url, "GET")
+
+
+def stop_faults(endpoint_url: str) -> dict[str, Any]:
+    """Stop injecting (the tally stays readable) and return the tally as it stands."""
+    return _faults_request(endpoint_url, "DELETE")
 
 
 def _terminate(pid: int) -> None:
@@ -194,15 +245,24 @@ def read_state(state_dir: Path = DEFAULT_STATE_DIR) -> EmulatorState | None:
     return state if _pid_alive(state.pid) else None
 
 
-def up(*, port: int = DEFAULT_PORT, state_dir: Path = DEFAULT_STATE_DIR) -> EmulatorState:
-    """Start a detached emulator for `lakestack local up` and record it in the state file."""
+def up(
+    *,
+    port: int = DEFAULT_PORT,
+    state_dir: Path = DEFAULT_STATE_DIR,
+    faults: FaultSpec | None = None,
+    faults_seed: int | None = None,
+) -> EmulatorState:
+    """Start a detached emulator for `lakestack local up` (with ``faults`` armed) and record it in the state
+    file."""
     running = read_state(state_dir)
     if running is not None:
         raise EmulatorError(
             f"an emulator is already running on {running.endpoint_url} (pid {running.pid}); "
             "use it, or stop it first with `lakestack local down`."
         )
-    emulator = Emulator.start(port=port, log_path=state_dir / "moto.log")
+    emulator = Emulator.start(
+        port=port, log_path=state_dir / "moto.log", faults=faults, faults_seed=faults_seed
+    )
     state_dir.mkdir(parents=True, exist_ok=True)
     _state_file(state_dir).write_text(json.dumps(asdict(emulator.state), indent=2))
     return emulator.state

@@ -1,10 +1,16 @@
-"""Entry point of the embedded emulator process: moto's server, with its Kinesis shard writes made safe.
+"""Entry point of the embedded emulator process: moto's server app behind the fault layer, with its Kinesis
+shard writes made safe.
 
-`python -m lakestack.emulator.server -H 127.0.0.1 -p PORT` takes the same flags as `moto_server`.
+`python -m lakestack.emulator.server -H 127.0.0.1 -p PORT` serves what `moto_server` serves; faults are off
+until armed through the control path (see :mod:`lakestack.emulator.fault_layer`).
 """
 
 from __future__ import annotations
 
+import argparse
+import os
+import signal
+import sys
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -47,10 +53,33 @@ def patch_kinesis() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from moto.server import main as moto_main
+    """Serve moto on ``-H HOST -p PORT``, as ``moto_server`` does, with the fault layer in front."""
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
+    from werkzeug.serving import run_simple
+
+    from lakestack.emulator.fault_layer import FaultLayer
+
+    parser = argparse.ArgumentParser(prog="python -m lakestack.emulator.server")
+    parser.add_argument("-H", "--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
+    parser.add_argument("-p", "--port", type=int, default=5000, help="port (default: %(default)s)")
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    # moto builds some URLs (e.g. SQS queue URLs) from this, as moto_server sets it.
+    os.environ.setdefault("MOTO_PORT", str(args.port))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 
     patch_kinesis()
-    moto_main(list(argv) if argv is not None else None)
+    moto_app = DomainDispatcherApplication(create_backend_app)
+    run_simple(
+        args.host,
+        args.port,
+        FaultLayer(moto_app),
+        threaded=True,
+        request_handler=MotoRequestHandler,
+    )
 
 
 if __name__ == "__main__":
