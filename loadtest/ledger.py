@@ -1,4 +1,6 @@
-"""The ledger: one JSON line per entry the stream acknowledged, for reconciling against the lake."""
+"""The ledger: one JSON line per entry the stream acknowledged, for reconciling against the lake; beside it,
+each Locust process's producer counts (calls, throttled and resent entries), so a report can say what the
+producer went through to get there."""
 
 from __future__ import annotations
 
@@ -6,11 +8,14 @@ import json
 import os
 import socket
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from loadtest.errors import LoadTestError
+
+if TYPE_CHECKING:
+    from loadtest.clients._base import SendResult
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,3 +112,74 @@ def read_ledger(path: str | Path) -> list[LedgerEntry]:
                         f"and sequence_number, found {line.strip()[:120]!r} ({exc})."
                     ) from exc
     return entries
+
+
+@dataclass(slots=True)
+class ProducerStats:
+    """What one producer process (or, summed, a whole run) did to get its events acknowledged.
+
+    Attributes:
+        calls: PutRecords (or produce) calls, retries included.
+        acknowledged: entries the stream accepted.
+        failed: entries given up on (a final error, or every attempt spent): never acknowledged.
+        throttled: entry attempts answered with throttling (ProvisionedThroughputExceededException).
+        retried: entries sent again after a failed attempt.
+        call_errors: calls that failed as a whole (5xx, connection trouble, a throttled call).
+    """
+
+    calls: int = 0
+    acknowledged: int = 0
+    failed: int = 0
+    throttled: int = 0
+    retried: int = 0
+    call_errors: int = 0
+
+    def add(self, result: SendResult, *, refused: int = 0) -> None:
+        """Count one batch's outcome (``refused``: events refused before sending, e.g. too large)."""
+        self.calls += result.calls
+        self.acknowledged += len(result.acknowledged)
+        self.failed += len(result.failed) + refused
+        self.throttled += result.throttled_attempts
+        self.retried += result.retried
+        self.call_errors += result.call_errors
+
+    def merge(self, other: ProducerStats) -> None:
+        for name in (f.name for f in fields(self)):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+def producer_stats_file_name(*, hostname: str | None = None, pid: int | None = None) -> str:
+    """``producer-<hostname>-<pid>.json``, next to the same process's ledger file."""
+    return f"producer-{hostname or socket.gethostname()}-{pid if pid is not None else os.getpid()}.json"
+
+
+def write_producer_stats(directory: str | Path, stats: ProducerStats) -> Path:
+    """Write this process's producer counts into the ledger directory (replacing an earlier write)."""
+    path = Path(directory) / producer_stats_file_name()
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(stats)) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def read_producer_stats(directory: str | Path) -> ProducerStats | None:
+    """The producer counts of every process that wrote into ``directory``, summed; None when none did.
+
+    Raises:
+        LoadTestError: a file is not producer counts (the file is named).
+    """
+    files = sorted(Path(directory).glob("producer-*.json"))
+    if not files:
+        return None
+    total = ProducerStats()
+    names = {f.name for f in fields(ProducerStats)}
+    for file in files:
+        try:
+            row = json.loads(file.read_text(encoding="utf-8"))
+            total.merge(ProducerStats(**{key: int(row[key]) for key in names}))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise LoadTestError(
+                f"producer counts {file}: expected a JSON object with {sorted(names)}, found "
+                f"{file.read_text(encoding='utf-8')[:120]!r} ({exc})."
+            ) from exc
+    return total

@@ -6,6 +6,7 @@ import argparse
 from dataclasses import dataclass
 from typing import Any
 
+from loadtest.clients.kinesis import DEFAULT_MAX_ATTEMPTS
 from loadtest.errors import OptionError
 from loadtest.generators import SCENARIOS
 from loadtest.partitioning import PARTITION_STRATEGIES, PartitionStrategy
@@ -77,7 +78,13 @@ def add_arguments(parser: Any) -> None:
         "--out-of-order-rate", env_var="LAKESTACK_OUT_OF_ORDER_RATE", type=float, default=0.05, help="orders."
     )
     add("--duplicate-rate", env_var="LAKESTACK_DUPLICATE_RATE", type=float, default=0.02, help="orders.")
-    add("--max-attempts", env_var="LAKESTACK_MAX_ATTEMPTS", type=int, default=5, help="Attempts per entry.")
+    add(
+        "--max-attempts",
+        env_var="LAKESTACK_MAX_ATTEMPTS",
+        type=int,
+        default=DEFAULT_MAX_ATTEMPTS,
+        help="PutRecords attempts per entry (full-jitter backoff between them) before it is given up on.",
+    )
     add(
         "--shape",
         env_var="LAKESTACK_SHAPE",
@@ -127,7 +134,7 @@ class LoadSettings:
     fraud_rate: float = 0.01
     out_of_order_rate: float = 0.05
     duplicate_rate: float = 0.02
-    max_attempts: int = 5
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
     eventhubs_bootstrap: str | None = None
     eventhubs_connection_string: str | None = None
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import random
 import sys
 import time
 from collections.abc import Callable
@@ -25,18 +26,20 @@ from locust.stats import CSV_STATS_INTERVAL_SEC
 
 from loadtest.clients._base import Producer
 from loadtest.clients.kinesis import (
+    RETRYABLE_CALL_ERRORS,
     Acknowledged,
     KinesisProducer,
     Rejected,
     RetryPolicy,
     SendResult,
+    aws_error_code,
     check_event,
     make_kinesis_client,
 )
 from loadtest.errors import LoadTestError, RecordTooLargeError, StreamNotFoundError
 from loadtest.events import Event
 from loadtest.generators import Generator, make_generator
-from loadtest.ledger import LedgerEntry, LedgerWriter
+from loadtest.ledger import LedgerEntry, LedgerWriter, ProducerStats, write_producer_stats
 from loadtest.options import LoadSettings, add_arguments, settings_from_options
 from loadtest.partitioning import HotKeyMonitor
 from loadtest.quota import Quota
@@ -61,6 +64,7 @@ class _Process:
         self.generators: list[Generator] = []
         self.acknowledged = 0
         self.failed = 0
+        self.producer_stats = ProducerStats()
         self.limited = False
         # Set while the runner stops: wakes users waiting for a lease or a pacing slot, so a graceful
         # stop (--stop-timeout) never waits on them.
@@ -204,6 +208,7 @@ def _on_quitting(environment: Environment, **_kwargs: Any) -> None:
             )
             path.write_text(json.dumps(generator.ground_truth(), indent=1), encoding="utf-8")
         state.ledger.close()
+        write_producer_stats(state.ledger.directory, state.producer_stats)
     if runner is None or runner.exceptions or environment.process_exit_code is not None:
         return  # unhandled errors keep Locust's own exit code
     # Throttled-then-acknowledged entries are reported as failures in the statistics (they happened),
@@ -225,28 +230,44 @@ def _on_quitting(environment: Environment, **_kwargs: Any) -> None:
         )
 
 
-def check_stream(settings: LoadSettings, *, client: Any = None) -> None:
+def check_stream(
+    settings: LoadSettings,
+    *,
+    client: Any = None,
+    retry: RetryPolicy | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
     """Fail early, with a clear message, when the Kinesis stream is missing or unreachable.
+
+    A busy service (throttling, InternalFailure, ServiceUnavailable) is asked again with backoff, as the
+    producer does for PutRecords: a load test must not refuse to start on one 5xx.
 
     Raises:
         StreamNotFoundError: the stream does not exist at the endpoint.
-        LoadTestError: the endpoint cannot be reached.
+        LoadTestError: the endpoint cannot be reached, or stayed busy for every attempt.
     """
     if client is None:
         client = kinesis_client(settings)
-    try:
-        client.describe_stream_summary(StreamName=settings.stream)
-    except client.exceptions.ResourceNotFoundException:
-        where = settings.endpoint_url or f"AWS {settings.region}"
-        raise StreamNotFoundError(
-            f"stream {settings.stream!r}: expected it to exist at {where}, found none. Start the emulator "
-            "(`lakestack local up`) or deploy the stack, or pass the right --stream/--endpoint-url/--region."
-        ) from None
-    except Exception as exc:  # botocore's endpoint/credential errors have no common base worth naming.
-        raise LoadTestError(
-            f"stream {settings.stream!r}: expected to reach Kinesis at "
-            f"{settings.endpoint_url or settings.region}, found an error: {exc}"
-        ) from None
+    policy = retry or RetryPolicy()
+    rng = random.Random()
+    for attempt in range(1, policy.max_attempts + 1):
+        try:
+            client.describe_stream_summary(StreamName=settings.stream)
+            return
+        except client.exceptions.ResourceNotFoundException:
+            where = settings.endpoint_url or f"AWS {settings.region}"
+            raise StreamNotFoundError(
+                f"stream {settings.stream!r}: expected it to exist at {where}, found none. Start the emulator "
+                "(`lakestack local up`) or deploy the stack, or pass the right --stream/--endpoint-url/--region."
+            ) from None
+        except Exception as exc:  # botocore's endpoint/credential errors have no common base worth naming.
+            if aws_error_code(exc) in RETRYABLE_CALL_ERRORS and attempt < policy.max_attempts:
+                sleep(policy.delay(attempt - 1, rng))
+                continue
+            raise LoadTestError(
+                f"stream {settings.stream!r}: expected to reach Kinesis at "
+                f"{settings.endpoint_url or settings.region}, found an error: {exc}"
+            ) from None
 
 
 def kinesis_client(settings: LoadSettings) -> Any:
@@ -346,6 +367,7 @@ class LakestackUser(User):
             now = time.time()
             for ack in result.acknowledged:
                 self.hot_keys.observe(ack.event.partition_key, now)
+        state.producer_stats.add(result, refused=len(refused))
         for rejected in result.failed + refused:
             logger.warning(
                 "event %s not delivered: %s %s",

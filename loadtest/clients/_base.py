@@ -38,12 +38,23 @@ class Rejected:
 
 @dataclass(slots=True)
 class SendResult:
-    """What became of a batch after retries."""
+    """What became of a batch after retries.
+
+    Attributes:
+        acknowledged: entries the stream accepted.
+        failed: entries given up on (a final error, or every attempt spent).
+        throttled_attempts: entry attempts answered with throttling (whole throttled calls count each entry).
+        calls: calls made, retries included.
+        retried: entries sent again after a failed attempt (each resend counts).
+        call_errors: calls that failed as a whole (5xx, connection trouble, a throttled call).
+    """
 
     acknowledged: list[Acknowledged] = field(default_factory=list)
     failed: list[Rejected] = field(default_factory=list)
     throttled_attempts: int = 0
     calls: int = 0
+    retried: int = 0
+    call_errors: int = 0
 
 
 class EntryFailure(Exception):

@@ -82,6 +82,13 @@ def batch_events(
         yield batch
 
 
+# Attempts per entry. Kinesis meters a shard per second, so throttling comes in one-second windows: the
+# retries must outlast a window. Ten attempts wait up to 9.2 s (about 4.6 s on average) in all; five waited
+# under 0.4 s on average, all inside the window that throttled the entry, and at the emulator's
+# put-throttle=0.2 one entry in ~3,000 was given up on.
+DEFAULT_MAX_ATTEMPTS = 10
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """Full-jitter exponential backoff: sleep uniform(0, min(max_delay_s, base_delay_s * 2**retry)).
@@ -94,7 +101,7 @@ class RetryPolicy:
         max_delay_s: the backoff ceiling never grows past this.
     """
 
-    max_attempts: int = 5
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
     base_delay_s: float = 0.05
     max_delay_s: float = 2.0
 
@@ -188,6 +195,7 @@ class KinesisProducer(Producer):
             result.calls += 1
             attempt += 1
             if records is None:
+                result.call_errors += 1
                 retry_next = self._sort_call_failure(pending, exc, result)
             else:
                 retry_next = self._sort_entries(pending, records, result, on_acknowledged)
@@ -198,6 +206,7 @@ class KinesisProducer(Producer):
                 )
                 retry_next = []
             if retry_next:
+                result.retried += len(retry_next)
                 self._sleep(self._retry.delay(attempt - 1, self._rng))
             pending = retry_next
         return result

@@ -13,7 +13,7 @@ from loadtest.clients._base import Producer
 from loadtest.clients.kinesis import MAX_BYTES_PER_RECORD, KinesisProducer
 from loadtest.events import Event
 from loadtest.generators import Generator
-from loadtest.ledger import read_ledger
+from loadtest.ledger import ProducerStats, read_ledger, read_producer_stats
 from loadtest.options import LoadSettings
 from loadtest.users import KinesisUser, process_state
 
@@ -102,5 +102,9 @@ def test_batch_with_an_oversized_event_and_a_throttled_entry(tmp_path):
 
     env.events.quitting.fire(environment=env)
     assert env.process_exit_code == 1  # one event (the oversized one) was never acknowledged
+    # What the producer went through, next to the ledger for the run report.
+    assert read_producer_stats(tmp_path) == ProducerStats(
+        calls=2, acknowledged=3, failed=1, throttled=1, retried=1, call_errors=0
+    )
     truth = list(tmp_path.glob("truth-sales-*-0.json"))
     assert [p.read_text() for p in truth] == ['{\n "scenario": "sales",\n "events": 4\n}']
