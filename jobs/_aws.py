@@ -34,10 +34,13 @@ def make_client(
     endpoint_url: str | None,
     factory: str | None = None,
     raw_timestamps: bool = False,
+    attempts: int = 1,
 ) -> Any:
     """Return a boto3 client; credentials come from boto3's default chain.
 
-    botocore's own retries are off: callers retry with :mod:`jobs._retry` and count every attempt.
+    By default botocore's own retries are off (one attempt per call): callers retry with :mod:`jobs._retry`
+    and count every attempt. ``attempts`` > 1 lets botocore retry (standard mode: throttling, 5xx, S3
+    SlowDown, transport errors) for calls nobody counts, such as the source's files next to the checkpoint.
 
     Args:
         service: ``kinesis``, ``s3``, ...
@@ -48,6 +51,7 @@ def make_client(
             where test code cannot monkeypatch, so it is how a caller injects a client (fault injection).
         raw_timestamps: leave timestamps in replies as botocore read them (numbers) instead of datetimes:
             parsing ApproximateArrivalTimestamp costs ~10 us a record, a fifth of the Kinesis reader's CPU.
+        attempts: total attempts botocore makes per call, the first included.
 
     Raises:
         SettingsError: ``factory`` does not name a loadable callable.
@@ -58,7 +62,11 @@ def make_client(
     import botocore.session
     from botocore.config import Config
 
-    config = Config(retries={"max_attempts": 1, "mode": "standard"}, connect_timeout=10, read_timeout=30)
+    # "total_max_attempts", not "max_attempts": botocore reads the latter as retries, so max_attempts=1 made
+    # two attempts and hid a throttled call from the caller's count.
+    config = Config(
+        retries={"total_max_attempts": attempts, "mode": "standard"}, connect_timeout=10, read_timeout=30
+    )
     core = botocore.session.get_session()
     if raw_timestamps:
         core.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=_keep)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -15,7 +16,7 @@ os.environ.pop("AWS_PROFILE", None)
 
 
 # Tests that start Spark or the emulator process take seconds each: `make test-fast` leaves them out.
-_SLOW_FIXTURES = frozenset({"spark", "moto_endpoint"})
+_SLOW_FIXTURES = frozenset({"spark", "moto_endpoint", "faulty_endpoint"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -47,6 +48,32 @@ def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     yield f"http://127.0.0.1:{port}"
     process.terminate()
     process.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def faulty_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """URL of a second emulator process, for the tests that arm faults (see ``faults``): the shared one above
+    never injects any, so no test's faults leak into another's requests."""
+    from lakestack.emulator import free_port, start_server
+
+    port = free_port()
+    process = start_server(port, log_path=tmp_path_factory.mktemp("faulty") / "moto.log")
+    yield f"http://127.0.0.1:{port}"
+    process.terminate()
+    process.wait(timeout=10)
+
+
+@pytest.fixture
+def faults(faulty_endpoint: str) -> Iterator[Callable[..., dict[str, Any]]]:
+    """``faults("put-throttle=0.5", seed=3)`` arms the faulty emulator and returns its fresh tally; the faults
+    are stopped when the test ends."""
+    from lakestack.emulator import arm_faults, parse_fault_spec, stop_faults
+
+    def arm(spec: str, *, seed: int = 1) -> dict[str, Any]:
+        return arm_faults(faulty_endpoint, parse_fault_spec(spec), seed=seed)
+
+    yield arm
+    stop_faults(faulty_endpoint)
 
 
 @pytest.fixture

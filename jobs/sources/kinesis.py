@@ -68,6 +68,9 @@ _ARROW_SCHEMA = pa.schema(_ARROW_FIELDS)
 # (spark.rpc.message.maxSize is 128 MiB by default).
 DEFAULT_INLINE_BYTES_PER_SHARD = 32 * 1024 * 1024
 INLINE_BYTES_PER_BATCH = 256 * 1024 * 1024
+# The files the source keeps next to an s3:// checkpoint (offset log reads, pinned start, metrics): S3 answers
+# 503 SlowDown now and then, and one such reply must not fail the query.
+CHECKPOINT_S3_ATTEMPTS = 8
 
 
 @dataclass(frozen=True)
@@ -240,6 +243,8 @@ class KinesisStreamReader(DataSourceStreamReader):
         self._s3_client: Any = None
         self._position: StreamOffset | None = None
         self._next_batch = 0
+        # Call counts of plans that found nothing new since the last batch, carried into the next one.
+        self._carried: dict[str, Any] | None = None
         self._initial_offset: StreamOffset | None = None
         self._pool: ThreadPoolExecutor | None = None
         # Rows of planned ranges, waiting for partitions() to put them inside the tasks.
@@ -271,7 +276,9 @@ class KinesisStreamReader(DataSourceStreamReader):
         # Built once: a fresh botocore session per metrics write would load the S3 model every batch.
         if self._s3_client is None:
             s = self._settings
-            self._s3_client = make_client("s3", region=s.region, endpoint_url=s.endpoint_url)
+            self._s3_client = make_client(
+                "s3", region=s.region, endpoint_url=s.endpoint_url, attempts=CHECKPOINT_S3_ATTEMPTS
+            )
         return self._s3_client
 
     def _shard_reader(self, *, retention_ms: int = 24 * 3600 * 1000) -> ShardReader:
@@ -307,6 +314,10 @@ class KinesisStreamReader(DataSourceStreamReader):
                 self._position = StreamOffset.from_json(logged[1])
             else:
                 self._position = self._initial()
+            # Counts an earlier run wrote for the batch it never got to plan (idle plans, or a plan whose
+            # offset Spark never logged) still belong to that batch.
+            earlier = read_metrics(s.checkpoint_location, self._s3, batch_id=self._next_batch)
+            self._carried = earlier[0] if earlier else None
         return self._position
 
     def _initial(self) -> StreamOffset:
@@ -327,10 +338,20 @@ class KinesisStreamReader(DataSourceStreamReader):
         with self._lock:
             start = self._restore()
             end, metrics = self._plan(start)
+            if self._carried is not None:
+                metrics = add_call_counts(metrics, self._carried)
+            metrics["batch_id"] = self._next_batch
             if end != start:
-                metrics["batch_id"] = self._next_batch
                 self._record_metrics(metrics)
                 self._next_batch += 1
+                self._carried = None
+            elif _had_trouble(metrics):
+                # A plan that found nothing new still made calls, and on a quiet stream most plans are such.
+                # Its throttles and retries go into the next batch's metrics, and are written now under that
+                # batch id so they are seen even if the query stops before that batch.
+                metrics["idle_plans"] = metrics.get("idle_plans", 0) + 1
+                self._carried = metrics
+                write_metrics(self._settings.checkpoint_location, self._next_batch, metrics, self._s3)
             self._position = end
             return end.to_json()
 
@@ -538,6 +559,48 @@ class KinesisStreamReader(DataSourceStreamReader):
         return None
 
 
+_CALL_COUNTS = ("throttled", "retries", "iterator_refreshes")
+
+
+def _had_trouble(metrics: Mapping[str, Any]) -> bool:
+    listing = metrics.get("listing", {})
+    shards = metrics.get("shards", {}).values()
+    return bool(
+        listing.get("throttled")
+        or listing.get("retries")
+        or any(shard.get(count) for shard in shards for count in _CALL_COUNTS)
+    )
+
+
+def add_call_counts(metrics: Mapping[str, Any], earlier: Mapping[str, Any]) -> dict[str, Any]:
+    """``metrics`` of one plan with the call counts of ``earlier`` plans added (throttled calls, retries,
+    iterator refreshes, listing calls); records, bytes and positions stay this plan's own."""
+    shards = {shard_id: dict(counts) for shard_id, counts in metrics.get("shards", {}).items()}
+    for shard_id, counts in earlier.get("shards", {}).items():
+        into = shards.setdefault(
+            shard_id,
+            {
+                "records": 0,
+                "bytes": 0,
+                "millis_behind_latest": counts.get("millis_behind_latest"),
+                "finished": bool(counts.get("finished")),
+            },
+        )
+        for name in _CALL_COUNTS:
+            into[name] = int(into.get(name, 0)) + int(counts.get(name, 0))
+    listing, before = dict(metrics.get("listing", {})), earlier.get("listing", {})
+    for name in ("calls", "throttled", "retries"):
+        listing[name] = int(listing.get(name, 0)) + int(before.get(name, 0))
+    return {
+        **metrics,
+        "throttled": sum(int(shard.get("throttled", 0)) for shard in shards.values()),
+        "retries": sum(int(shard.get("retries", 0)) for shard in shards.values()),
+        "listing": listing,
+        "shards": shards,
+        "idle_plans": int(earlier.get("idle_plans", 0)),
+    }
+
+
 class KinesisDataSource(DataSource):
     """``spark.readStream.format("kinesis")``: options streamName, region, checkpointLocation, endpointUrl,
     startingPosition, maxRecordsPerShard, failOnDataLoss, clientFactory."""
@@ -626,6 +689,6 @@ def read_source_metrics(
     """
     return read_metrics(
         checkpoint_location,
-        lambda: make_client("s3", region=region, endpoint_url=endpoint_url),
+        lambda: make_client("s3", region=region, endpoint_url=endpoint_url, attempts=CHECKPOINT_S3_ATTEMPTS),
         batch_id=batch_id,
     )

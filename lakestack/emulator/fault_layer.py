@@ -176,7 +176,7 @@ class FaultTally:
                     kinds[kind]["open"] = still_open
         return kinds
 
-    def open_requests(self, kind: str, *, limit: int = 3) -> list[str]:
+    def open_requests(self, kind: str, *, limit: int = 5) -> list[str]:
         """A few requests hit by ``kind`` that no client has repeated with success (yet)."""
         found: list[str] = []
         for key, faults in self._open.items():

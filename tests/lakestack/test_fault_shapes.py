@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
@@ -14,7 +13,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from jobs.sources._client import EXPIRED_CODES, is_retryable, is_throttled
-from lakestack.emulator import arm_faults, free_port, parse_fault_spec, read_faults, start_server, stop_faults
+from lakestack.emulator import free_port, read_faults, stop_faults
 from loadtest.clients.kinesis import RETRYABLE_CALL_ERRORS, RETRYABLE_ENTRY_ERRORS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,27 +24,18 @@ STANDARD = Config(retries={"mode": "standard", "total_max_attempts": 3}, connect
 
 
 @pytest.fixture(scope="module")
-def faulty(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """An emulator of its own (faults are armed per test) with one stream of one shard and one bucket."""
-    port = free_port()
-    process = start_server(port, log_path=tmp_path_factory.mktemp("faults") / "moto.log")
-    endpoint = f"http://127.0.0.1:{port}"
-    boto3.client("kinesis", endpoint_url=endpoint, region_name="us-east-1").create_stream(
+def faulty(faulty_endpoint: str) -> str:
+    """The faulty emulator with this module's stream (one shard) and bucket."""
+    boto3.client("kinesis", endpoint_url=faulty_endpoint, region_name="us-east-1").create_stream(
         StreamName=STREAM, ShardCount=1
     )
-    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket=BUCKET)
-    yield endpoint
-    process.terminate()
-    process.wait(timeout=10)
+    boto3.client("s3", endpoint_url=faulty_endpoint, region_name="us-east-1").create_bucket(Bucket=BUCKET)
+    return faulty_endpoint
 
 
 @pytest.fixture
-def arm(faulty: str) -> Iterator[object]:
-    def arm_with(spec: str, seed: int = 1) -> dict:
-        return arm_faults(faulty, parse_fault_spec(spec), seed=seed)
-
-    yield arm_with
-    stop_faults(faulty)
+def arm(faulty: str, faults):
+    return faults
 
 
 def client(service: str, endpoint: str, config: Config = STANDARD):

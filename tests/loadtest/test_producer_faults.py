@@ -4,13 +4,12 @@ with what the emulator injected."""
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
 
 import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from lakestack.emulator import arm_faults, free_port, parse_fault_spec, start_server, stop_faults
+from lakestack.emulator import stop_faults
 from loadtest.errors import LoadTestError
 from loadtest.ledger import read_ledger, read_producer_stats
 from loadtest.options import LoadSettings
@@ -34,24 +33,15 @@ def read_stream(client, stream: str) -> list[bytes]:
     return records
 
 
-@pytest.fixture(scope="module")
-def faulty(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    process = start_server(port, log_path=tmp_path_factory.mktemp("faults") / "moto.log")
-    yield f"http://127.0.0.1:{port}"
-    process.terminate()
-    process.wait(timeout=10)
-
-
 @pytest.mark.slow
-def test_locust_run_through_throttling_and_5xx_delivers_every_event_once(faulty, tmp_path):
-    client = boto3.client("kinesis", endpoint_url=faulty, region_name="us-east-1")
+def test_locust_run_through_throttling_and_5xx_delivers_every_event_once(faulty_endpoint, faults, tmp_path):
+    client = boto3.client("kinesis", endpoint_url=faulty_endpoint, region_name="us-east-1")
     client.create_stream(StreamName="producer-faults", ShardCount=2)
-    arm_faults(faulty, parse_fault_spec("put-throttle=0.3,kinesis-5xx=0.05"), seed=21)
+    faults("put-throttle=0.3,kinesis-5xx=0.05", seed=21)
     argv = LocustRun(
         stream="producer-faults",
         region="us-east-1",
-        endpoint_url=faulty,
+        endpoint_url=faulty_endpoint,
         ledger_dir=str(tmp_path / "ledger"),
         users=2,
         spawn_rate=2,
@@ -61,7 +51,7 @@ def test_locust_run_through_throttling_and_5xx_delivers_every_event_once(faulty,
         extra=["--only-summary", "--loglevel", "WARNING"],
     ).argv()
     done = subprocess.run(argv, capture_output=True, text=True, timeout=200)
-    tally = stop_faults(faulty)
+    tally = stop_faults(faulty_endpoint)
 
     assert done.returncode == 0, done.stderr[-3000:]
     ledger = read_ledger(tmp_path / "ledger")
