@@ -79,3 +79,24 @@ class TrimmedKinesis:
 
 def build_trimmed(service: str, *, region: str, endpoint_url: str | None):
     return TrimmedKinesis(boto3.client(service, region_name=region, endpoint_url=endpoint_url))
+
+
+class ThrottledOnce:
+    """Only the very first GetRecords call is throttled (one known fault, for exact counts)."""
+
+    def __init__(self, real) -> None:
+        self._real = real
+        self._throttled = False
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def get_records(self, **kwargs):
+        if not self._throttled:
+            self._throttled = True
+            raise _error("ProvisionedThroughputExceededException", 400, "GetRecords")
+        return self._real.get_records(**kwargs)
+
+
+def build_throttled_once(service: str, *, region: str, endpoint_url: str | None):
+    return ThrottledOnce(boto3.client(service, region_name=region, endpoint_url=endpoint_url))
