@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from lakestack import emulator as local
 from lakestack.errors import RunFailedError
+from lakestack.fault_report import collect_faults
 from lakestack.reconcile import reconcile
 from lakestack.report import RunReport
 
@@ -44,6 +45,9 @@ class DemoSettings:
     reports_dir: Path = Path("reports")
     keep_emulator: bool = False
     max_records_per_shard: int = 10_000
+    # Faults the emulator injects once provisioned (None: none), and the seed of their generator.
+    faults: local.FaultSpec | None = None
+    faults_seed: int | None = None
 
 
 class Progress:
@@ -247,7 +251,12 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
 
     def start_emulator(self) -> None:
         self.show.step("starting the emulator (moto server: Kinesis + S3 on 127.0.0.1)")
-        emulator = local.Emulator.start(port=self.settings.port, log_path=self.run_dir / "emulator.log")
+        emulator = local.Emulator.start(
+            port=self.settings.port,
+            log_path=self.run_dir / "emulator.log",
+            faults=self.settings.faults,
+            faults_seed=self.settings.faults_seed,
+        )
         self._stack.callback(self._release_emulator, emulator)
         self._emulator = emulator
         state = emulator.state
@@ -256,6 +265,8 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
         self.show.step(
             f"emulator at {state.endpoint_url}; stream {state.stream_name} (on-demand), table {state.table_uri}"
         )
+        if state.faults:
+            self.show.step(f"injecting faults {state.faults} (seed {state.faults_seed})")
 
     def environment(self) -> dict[str, str]:
         """What the run's processes need in their environment: the emulator's credentials and region."""
@@ -394,6 +405,16 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
         from loadtest.ledger import read_ledger
 
         state = self.emulator.state
+        faults = (
+            collect_faults(
+                state.endpoint_url,
+                ledger_dir=self.ledger_dir,
+                checkpoint=str((self.run_dir / "checkpoint").resolve()),
+                region=state.region,
+            )
+            if state.faults
+            else None
+        )
         self.show.step("reconciling the ledger against the table")
         entries = read_ledger(self.ledger_dir)
         options = storage_options_for(state.table_uri, endpoint_url=state.endpoint_url, region=state.region)
@@ -417,6 +438,7 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
             duration_s=round(time.monotonic() - self._clock, 1),
             started_at=self.started_at.isoformat(timespec="seconds"),
             notes=tuple(self.notes),
+            faults=faults,
         )
 
 

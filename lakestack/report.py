@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lakestack.fault_report import fault_rows
 from lakestack.reconcile import Reconciliation
 
 
@@ -47,6 +48,8 @@ class RunReport:
     missing_sample: tuple[str, ...] = ()
     duplicate_sample: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # Faults the emulator injected and what the clients counted (lakestack.fault_report); None without faults.
+    faults: dict[str, Any] | None = None
 
     @classmethod
     def build(
@@ -107,6 +110,7 @@ class RunReport:
             ("table", self.table_uri),
             ("table version / data files", f"{self.table_version} / {self.files}"),
             ("run time", f"{self.duration_s:.1f} s"),
+            *(fault_rows(self.faults) if self.faults else []),
         ]
 
     def verdict(self) -> str:

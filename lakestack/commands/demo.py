@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from lakestack.commands._types import positive_float, positive_int
+from lakestack.commands._types import add_fault_arguments, positive_float, positive_int
 from lakestack.prerequisites import check_java
 
 
@@ -22,6 +22,8 @@ def _run(args: argparse.Namespace) -> int:
         reports_dir=Path(args.reports_dir),
         keep_emulator=args.keep_emulator,
         max_records_per_shard=args.max_records_per_shard,
+        faults=args.faults,
+        faults_seed=args.faults_seed,
     )
     report = run_demo(settings)
     if args.json:
@@ -63,6 +65,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="leave the emulator running afterwards to inspect the table",
     )
+    add_fault_arguments(parser)
     parser.add_argument(
         "--json", action="store_true", help="also print the report as one JSON line, last on stdout"
     )
