@@ -244,7 +244,7 @@ def _iterator_position(iterator: str) -> tuple[str, str]:
 
         stream, shard = decompose_shard_iterator(iterator)[:2]
         return stream, shard
-    except Exception:  # malformed or foreign iterator: no fault key, moto itself rejects it
+    except Exception:  # malformed or foreign: moto itself rejects the call, the key only groups its faults
         return "?", "?"
 
 
