@@ -1,9 +1,10 @@
-"""Arrow helpers shared by the engines: timestamp normalisation, schema checks, MERGE source preparation."""
+"""Arrow helpers shared by the engines: a DataFrame's Arrow, timestamp normalisation, schema checks, MERGE
+source preparation."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -12,7 +13,30 @@ from deltalake import Schema as DeltaSchema
 from jobs.lake.engine import SchemaMode
 from jobs.lake.errors import TableSchemaError
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
 _UTC_MICROS = pa.timestamp("us", tz="UTC")
+
+
+def to_arrow(frame: DataFrame) -> pa.Table:
+    """Collect ``frame`` to the driver as one Arrow table: ``DataFrame.toArrow()`` where Spark has it (4.0),
+    else the private ``_collect_as_arrow()`` it wraps (Spark 3.5, e.g. Synapse).
+
+    Every Arrow a job moves out of Spark goes through here, so the Azure path never meets a 4.0-only call.
+    On 3.5 an empty result has no batches: the table then gets the schema Spark's own Arrow conversion
+    gives (timestamps are normalised later by the writers, whichever time zone the session reports).
+    """
+    to_arrow_table = getattr(frame, "toArrow", None)
+    if to_arrow_table is not None:
+        return cast("pa.Table", to_arrow_table())
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    # mypy reads any attribute of a DataFrame as a column; this one is the 3.5 method toArrow wraps in 4.0.
+    batches = cast("Any", frame)._collect_as_arrow()
+    if not batches:
+        return to_arrow_schema(frame.schema).empty_table()
+    return pa.Table.from_batches(batches)
 
 
 def normalize_timestamps(data: pa.Table) -> pa.Table:

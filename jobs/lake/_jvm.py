@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from jobs.lake._arrow import check_schema, merge_source, normalize_timestamps
+from jobs.lake._arrow import check_schema, merge_source, normalize_timestamps, to_arrow
 from jobs.lake._commit_log import commit_record
 from jobs.lake._sql import quote_identifier
 from jobs.lake.engine import (
@@ -175,7 +175,7 @@ class JvmDeltaEngine(TableHandles):
         return AppendResult(committed=committed, table_version=after, rows=data.num_rows if committed else 0)
 
     def _check_schema(self, table_uri: str, data: pa.Schema, mode: SchemaMode) -> None:
-        existing = self._session().read.format("delta").load(table_uri).limit(0).toArrow().schema
+        existing = to_arrow(self._session().read.format("delta").load(table_uri).limit(0)).schema
         check_schema(table_uri, existing, normalize_timestamps(data.empty_table()).schema, mode)
 
     def transaction_version(self, ref: TableRef, app_id: str) -> int | None:
@@ -364,7 +364,7 @@ class JvmDeltaEngine(TableHandles):
                 "timestampAsOf", timestamp.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
             )
         frame = reader.load(table_uri)
-        return (frame.select(*columns) if columns else frame).toArrow()
+        return to_arrow(frame.select(*columns) if columns else frame)
 
     def read_changes(
         self,
@@ -383,7 +383,7 @@ class JvmDeltaEngine(TableHandles):
         )
         if ending_version is not None:
             reader = reader.option("endingVersion", ending_version)
-        return reader.load(table_uri).toArrow()
+        return to_arrow(reader.load(table_uri))
 
     def protocol(self, ref: TableRef) -> TableProtocol:
         """Return minReaderVersion / minWriterVersion and table features from DESCRIBE DETAIL."""

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from urllib.parse import urlparse
 
+from jobs.lake._azure import azure_storage_options, synapse_token_source
 from jobs.lake.errors import StorageConfigError
 
 # Keys whose values are secrets: never logged, never shown in a repr.
@@ -18,10 +20,12 @@ def storage_options_for(
 ) -> dict[str, str]:
     """Build the delta-rs storage options for a table URI.
 
-    Credentials are never put in the options: delta-rs (object_store) reads them from the environment
+    No key is ever put in the options: delta-rs (object_store) reads credentials from the environment
     (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_SESSION_TOKEN``, ``AZURE_CLIENT_ID``/
-    ``AZURE_CLIENT_SECRET``/``AZURE_TENANT_ID``, ``AZURE_STORAGE_ACCOUNT_KEY``) or from the instance
-    (EC2/EMR instance profile, Azure managed identity), so the options are safe to log.
+    ``AZURE_FEDERATED_TOKEN_FILE``/``AZURE_TENANT_ID``) or from the instance (EC2/EMR instance profile, Azure
+    managed identity). On a Synapse Spark pool the options carry the workspace identity's Entra ID token for
+    storage, renewed before it expires; with ``AZURITE_BLOB_STORAGE_URL`` set, ``abfss://`` tables are on the
+    Azurite emulator (see ``jobs.lake._azure``). Pass them through :func:`redact` before logging.
 
     Args:
         table_uri: a local path, ``file://``, ``s3://`` / ``s3a://``, or ``abfss://`` / ``az://`` URI.
@@ -97,9 +101,7 @@ def _azure_options(table_uri: str) -> dict[str, str]:
         )
     account = host.split(".", 1)[0]
     # Hierarchical-namespace accounts rename atomically; delta-rs uses that for commits.
-    # Credentials: AZURE_CLIENT_ID/SECRET/TENANT_ID or an account key from the environment, else the managed
-    # identity of the VM / Synapse pool (object_store falls back to IMDS).
-    return {"AZURE_STORAGE_ACCOUNT_NAME": account}
+    return azure_storage_options(account, os.environ, token_source=synapse_token_source())
 
 
 def redact(options: dict[str, str] | None) -> dict[str, str]:

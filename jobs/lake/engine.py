@@ -217,7 +217,10 @@ class TableHandles:
     """Gives an engine its :meth:`LakeEngine.table` (mixed into every engine)."""
 
     def table(self, uri: str, *, storage_options: Mapping[str, str] | None = None) -> LakeTable:
-        return LakeTable(cast("LakeEngine", self), TableRef(uri, dict(storage_options or {})))
+        # Options that renew a credential themselves (a Synapse token) are kept, not copied, so every
+        # operation reads a live token; any other mapping is copied so the handle cannot change under us.
+        kept = storage_options if getattr(storage_options, "renewing", False) else dict(storage_options or {})
+        return LakeTable(cast("LakeEngine", self), TableRef(uri, cast("Mapping[str, str]", kept)))
 
 
 class LakeTable:

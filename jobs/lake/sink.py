@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from jobs._retry import RetryPolicy
+from jobs.lake._arrow import to_arrow
 from jobs.lake._retry import LAKE_RETRY, with_retries
 from jobs.lake.engine import AppendResult, LakeTable, SchemaMode
 
@@ -31,7 +32,8 @@ def foreach_batch_writer(
 
     Spark's checkpoint commit comes after ``foreachBatch`` returns, so after a crash Spark replays the
     last batch with the same id. The writer skips a batch whose id is at or below the table's transaction
-    version for ``app_id``; otherwise it moves the batch to Arrow (``DataFrame.toArrow()``) and appends it
+    version for ``app_id``; otherwise it moves the batch to Arrow (:func:`jobs.lake.to_arrow`: ``toArrow`` on
+    Spark 4.0, its 3.5 equivalent on Synapse) and appends it
     in one commit that carries the transaction ``(app_id, batch_id)``.
 
     Empty batches are committed too (a commit with the transaction and no files): an available-now run
@@ -69,7 +71,7 @@ def foreach_batch_writer(
             )
             return
         frame = prepare(batch_df, batch_id) if prepare is not None else batch_df
-        data = frame.toArrow()
+        data = to_arrow(frame)
 
         def attempt() -> AppendResult:
             return table.append(

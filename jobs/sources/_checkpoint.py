@@ -78,6 +78,17 @@ def last_logged_offset(
     after a restart asks ``latestOffset()`` before telling the source where it stands: this is how the
     reader finds its position without ever planning a batch that ends before the checkpointed start.
     """
+    return last_logged(
+        checkpoint,
+        s3_client,
+        lambda offset: offset.get("stream") == stream_name and "shards" in offset,
+    )
+
+
+def last_logged(
+    checkpoint: str, s3_client: Callable[[], Any], match: Callable[[dict[str, Any]], bool]
+) -> tuple[int, dict[str, Any]] | None:
+    """The newest (batch id, offset) in Spark's offset log whose offset ``match`` accepts, or None."""
     store = _Store(checkpoint, s3_client)
     batches = sorted((int(n) for n in store.list("offsets") if n.isdigit()), reverse=True)
     for batch in batches:
@@ -87,7 +98,7 @@ def last_logged_offset(
             if not line.startswith("{"):
                 continue
             offset = json.loads(line)
-            if isinstance(offset, dict) and offset.get("stream") == stream_name and "shards" in offset:
+            if isinstance(offset, dict) and match(offset):
                 return batch, offset
     return None
 
@@ -114,10 +125,12 @@ def _metrics_file(batch_id: int) -> str:
     return f"{METRICS_DIR}/batch-{batch_id:010d}.json"
 
 
-def pinned_start(checkpoint: str, start: str, s3_client: Callable[[], Any]) -> str:
+def pinned_start(
+    checkpoint: str, start: str, s3_client: Callable[[], Any], *, source: str = "kinesis"
+) -> str:
     """The start spec recorded for this checkpoint; records ``start`` there on first use."""
     store = _Store(checkpoint, s3_client)
-    rel = "sources/kinesis/start.json"
+    rel = f"sources/{source}/start.json"
     pinned = store.read_if_exists(rel)
     if pinned is not None:
         return json.loads(pinned)["start"]
