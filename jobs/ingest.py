@@ -1,7 +1,9 @@
-"""The `ingest` job: Kinesis stream -> bronze Delta table, every record exactly once.
+"""The `ingest` job: Kinesis stream or Event Hubs (Kafka) -> bronze Delta table, every record exactly once.
 
-The same entry runs on a laptop (Spark local mode against the embedded emulator) and on EMR through
-spark-submit: ``python -m jobs ingest --stream NAME --region R --table URI --checkpoint PATH``.
+The same entry runs on a laptop (Spark local mode against the embedded emulators), on EMR through
+spark-submit: ``python -m jobs ingest --stream NAME --region R --table URI --checkpoint PATH``, and on a
+Synapse Spark 3.5 pool: ``python -m jobs ingest --source kafka --kafka-bootstrap NS.servicebus.windows.net:9093
+--topic HUB --kafka-key-vault VAULT --kafka-secret-name NAME --table abfss://... --checkpoint abfss://...``.
 """
 
 from __future__ import annotations
@@ -9,17 +11,19 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import re
 import signal
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlparse
 
 from jobs._options import parse_bool
 from jobs.errors import JobError, SettingsError
+from jobs.sources.kafka import KafkaSettings, add_kafka_arguments, kafka_settings_from_args
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -40,14 +44,23 @@ _TRIGGER = re.compile(r"^(available-now|processing-time=(\d+(?:\.\d+)?)s)$")
 _DRAIN_POLL = "500 milliseconds"
 
 
-@dataclass(frozen=True)
-class IngestSettings:
-    """Everything the ingest job needs, validated once at start-up."""
+Source = Literal["kinesis", "kafka"]
 
-    stream: str
-    region: str
+
+@dataclass(frozen=True, kw_only=True)
+class IngestSettings:
+    """Everything the ingest job needs, validated once at start-up.
+
+    ``source="kinesis"`` reads ``stream`` in ``region``; ``source="kafka"`` reads ``kafka`` (Event Hubs'
+    Kafka endpoint on Azure, a local broker here).
+    """
+
     table: str
     checkpoint: str
+    stream: str = ""
+    region: str = ""
+    source: Source = "kinesis"
+    kafka: KafkaSettings | None = None
     endpoint_url: str | None = None
     trigger: str = "processing-time=5s"
     starting_position: str = "trim-horizon"
@@ -55,8 +68,16 @@ class IngestSettings:
     fail_on_data_loss: bool = True
 
     def __post_init__(self) -> None:
-        if not self.stream:
-            raise SettingsError("--stream: expected a Kinesis stream name, found an empty value.")
+        if self.source == "kafka":
+            if self.kafka is None:
+                raise SettingsError("--source kafka: expected --kafka-bootstrap and --topic, found none.")
+        elif self.source != "kinesis":
+            raise SettingsError(f"--source: expected kinesis or kafka, found {self.source!r}.")
+        elif not self.stream or not self.region:
+            raise SettingsError(
+                "--source kinesis: expected --stream NAME and --region R (the Kinesis stream and its region), "
+                f"found stream {self.stream!r}, region {self.region!r}."
+            )
         if not self.table:
             raise SettingsError(
                 "--table: expected a table URI (a path, s3://... or abfss://...), found nothing."
@@ -95,8 +116,16 @@ def _bool_flag(value: str) -> bool:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ingest job's flags to ``parser`` (shared by ``python -m jobs ingest`` and the CLI)."""
-    parser.add_argument("--stream", required=True, help="Kinesis stream name")
-    parser.add_argument("--region", required=True, help="AWS region of the stream, e.g. us-east-1")
+    parser.add_argument(
+        "--source",
+        default="kinesis",
+        choices=("kinesis", "kafka"),
+        help="the stream: Kinesis, or Kafka / Event Hubs' Kafka endpoint (default: %(default)s)",
+    )
+    parser.add_argument("--stream", default="", help="Kinesis stream name (--source kinesis)")
+    parser.add_argument(
+        "--region", default="", help="AWS region of the stream, e.g. us-east-1 (--source kinesis)"
+    )
     parser.add_argument(
         "--endpoint-url", default=None, help="AWS endpoint for an emulator, e.g. http://127.0.0.1:4566"
     )
@@ -125,10 +154,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="true|false",
         help="fail when records expired from the stream before they were read (default: true)",
     )
+    add_kafka_arguments(parser)
 
 
 def settings_from_args(args: argparse.Namespace) -> IngestSettings:
+    kafka = (
+        kafka_settings_from_args(args, fail_on_data_loss=args.fail_on_data_loss)
+        if args.source == "kafka"
+        else None
+    )
     return IngestSettings(
+        source=args.source,
+        kafka=kafka,
         stream=args.stream,
         region=args.region,
         endpoint_url=args.endpoint_url,
@@ -168,6 +205,8 @@ def _query_app_id(spark: SparkSession, checkpoint: str) -> str:
 
 def _log_source_metrics(settings: IngestSettings, batch_id: int) -> None:
     # The source plans in a Spark Python worker whose log is not the job's: surface its numbers here.
+    if settings.source != "kinesis":
+        return
     from jobs.sources import read_source_metrics
 
     try:
@@ -221,11 +260,19 @@ def make_batch_writer(spark: SparkSession, settings: IngestSettings) -> Callable
     return write
 
 
-def start(spark: SparkSession, settings: IngestSettings) -> StreamingQuery:
-    """Start the ingest query and return it (the caller waits on or stops it)."""
+def read_records(spark: SparkSession, settings: IngestSettings) -> DataFrame:
+    """The stream as a streaming DataFrame of data, partition_key, shard_id, sequence_number, arrival_time."""
+    if settings.kafka is not None and settings.source == "kafka":
+        from jobs.sources.kafka import read_kafka_stream, resolve_connection_string
+
+        # Read once at start and never logged (the value is masked in every repr).
+        secret = resolve_connection_string(settings.kafka, os.environ)
+        return read_kafka_stream(
+            spark, settings.kafka, checkpoint_location=settings.checkpoint, secret=secret
+        )
     from jobs.sources import read_kinesis_stream
 
-    records = read_kinesis_stream(
+    return read_kinesis_stream(
         spark,
         stream_name=settings.stream,
         region=settings.region,
@@ -235,9 +282,21 @@ def start(spark: SparkSession, settings: IngestSettings) -> StreamingQuery:
         max_records_per_shard=settings.max_records_per_shard,
         fail_on_data_loss=settings.fail_on_data_loss,
     )
+
+
+def stream_label(settings: IngestSettings) -> str:
+    """The stream's name for query names and logs: the Kinesis stream or the Kafka topic."""
+    return (
+        settings.kafka.topic if settings.kafka is not None and settings.source == "kafka" else settings.stream
+    )
+
+
+def start(spark: SparkSession, settings: IngestSettings) -> StreamingQuery:
+    """Start the ingest query and return it (the caller waits on or stops it)."""
+    records = read_records(spark, settings)
     spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "0")
     writer = (
-        records.writeStream.queryName(f"ingest-{settings.stream}")
+        records.writeStream.queryName(f"ingest-{stream_label(settings)}")
         .option("checkpointLocation", settings.checkpoint)
         .foreachBatch(make_batch_writer(spark, settings))
     )
@@ -247,8 +306,8 @@ def start(spark: SparkSession, settings: IngestSettings) -> StreamingQuery:
     writer = writer.trigger(processingTime=interval)
     log.info(
         "ingest: %s (%s) -> %s, checkpoint %s, trigger %s",
-        settings.stream,
-        settings.region,
+        stream_label(settings),
+        settings.source if settings.source == "kafka" else settings.region,
         settings.table,
         settings.checkpoint,
         settings.trigger,
@@ -312,7 +371,8 @@ def run(settings: IngestSettings, *, spark: SparkSession | None = None) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m jobs ingest",
-        description="Read a Kinesis stream and append every record exactly once to a bronze Delta table.",
+        description="Read a Kinesis stream or an Event Hub (Kafka) and append every record exactly once to a "
+        "bronze Delta table.",
     )
     add_arguments(parser)
     args = parser.parse_args(argv)

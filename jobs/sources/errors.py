@@ -1,4 +1,5 @@
-"""Errors raised by the Kinesis source. Every message names the stream (and shard or region) it concerns."""
+"""Errors raised by the stream sources. Every message names the stream or topic (and shard, partition or region)
+it concerns."""
 
 from __future__ import annotations
 
@@ -27,3 +28,7 @@ class DataLossError(SourceError):
 
 class KinesisReadError(SourceError):
     """A Kinesis call kept failing after every retry."""
+
+
+class KafkaReadError(SourceError):
+    """The Kafka broker returned an error that retrying does not cure."""
