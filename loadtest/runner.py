@@ -10,12 +10,16 @@ from pathlib import Path
 from loadtest.errors import OptionError
 
 LOCUSTFILE = Path(__file__).resolve().parent / "locustfile.py"
+EVENTHUBS_LOCUSTFILE = Path(__file__).resolve().parent / "locustfile_eventhubs.py"
 SHAPEFILE = Path(__file__).resolve().parent / "shapefile.py"
 
 
 @dataclass(frozen=True)
 class LocustRun:
-    """A headless Locust run of the Kinesis load suite; :meth:`argv` is its command line.
+    """A headless Locust run of the load suite; :meth:`argv` is its command line.
+
+    Kinesis by default; with ``eventhubs_bootstrap`` the Event Hubs (Kafka) locustfile, with ``stream`` the
+    hub's name (its connection string comes from ``LAKESTACK_EVENTHUBS_CONNECTION_STRING``, never argv).
 
     With ``max_events`` the users together send exactly that many events and the run then ends by
     itself; ``target_rate`` paces the total events/s. Exit status of the command: 0 when every event sent
@@ -41,6 +45,7 @@ class LocustRun:
     csv_prefix: str | None = None
     html: str | None = None
     extra: Sequence[str] = ()
+    eventhubs_bootstrap: str | None = None
 
     def __post_init__(self) -> None:
         problems = [
@@ -70,7 +75,7 @@ class LocustRun:
             "-m",
             "locust",
             "-f",
-            str(LOCUSTFILE),
+            str(EVENTHUBS_LOCUSTFILE if self.eventhubs_bootstrap else LOCUSTFILE),
             "--headless",
             "--users",
             str(self.users),
@@ -78,8 +83,6 @@ class LocustRun:
             f"{self.spawn_rate:g}",
             "--stream",
             self.stream,
-            "--region",
-            self.region,
             "--scenario",
             self.scenario,
             "--batch-size",
@@ -92,7 +95,9 @@ class LocustRun:
             "30",
         ]
         optional = [
+            ("--region", self.region or None),
             ("--endpoint-url", self.endpoint_url or None),
+            ("--eventhubs-bootstrap", self.eventhubs_bootstrap or None),
             ("--run-time", self.run_time or None),
             ("--max-events", None if self.max_events is None else str(self.max_events)),
             ("--target-rate", None if self.target_rate is None else f"{self.target_rate:g}"),

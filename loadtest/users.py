@@ -36,7 +36,7 @@ from loadtest.clients.kinesis import (
     check_event,
     make_kinesis_client,
 )
-from loadtest.errors import LoadTestError, RecordTooLargeError, StreamNotFoundError
+from loadtest.errors import LoadTestError, OptionError, RecordTooLargeError, StreamNotFoundError
 from loadtest.events import Event
 from loadtest.generators import Generator, make_generator
 from loadtest.ledger import LedgerEntry, LedgerWriter, ProducerStats, write_producer_stats
@@ -409,18 +409,20 @@ class EventHubsUser(LakestackUser):
         """The Kafka producer: produces each batch and waits for its delivery reports."""
         from loadtest.clients.eventhubs import EventHubsProducer, kafka_config
 
-        if not settings.eventhubs_bootstrap or not settings.eventhubs_connection_string:
-            logger.error(
-                "Event Hubs: expected --eventhubs-bootstrap and --eventhubs-connection-string (or "
-                "LAKESTACK_EVENTHUBS_BOOTSTRAP / LAKESTACK_EVENTHUBS_CONNECTION_STRING), found them unset."
-            )
+        try:
+            if not settings.eventhubs_bootstrap:
+                raise OptionError(
+                    "Event Hubs: expected --eventhubs-bootstrap (or LAKESTACK_EVENTHUBS_BOOTSTRAP), "
+                    "<namespace>.servicebus.windows.net:9093, found it unset."
+                )
+            config = kafka_config(settings.eventhubs_bootstrap, settings.eventhubs_connection_string)
+        except OptionError as exc:
+            logger.error("%s", exc)
             self.environment.process_exit_code = 2
             _quit_soon(self.environment.runner)
-            raise StopUser()
+            raise StopUser() from None
         return EventHubsProducer.from_config(
-            kafka_config(settings.eventhubs_bootstrap, settings.eventhubs_connection_string),
-            settings.stream,
-            fire=self.environment.events.request.fire,
+            config, settings.stream, fire=self.environment.events.request.fire
         )
 
 

@@ -6,6 +6,7 @@ as acknowledged (partition and offset go to the ledger as shard and sequence num
 
 from __future__ import annotations
 
+import ipaddress
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -20,24 +21,64 @@ from loadtest.clients._base import (
     SendResult,
     record_size,
 )
+from loadtest.errors import OptionError
 from loadtest.events import Event
 
 FLUSH_TIMEOUT_SECONDS = 30.0
 
 
-def kafka_config(bootstrap: str, connection_string: str) -> dict[str, Any]:
-    """librdkafka settings for an Event Hubs namespace's Kafka endpoint (SASL PLAIN over TLS)."""
-    return {
+SHARD_PREFIX = "partition-"
+_LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
+
+
+def is_loopback_bootstrap(bootstrap: str) -> bool:
+    """True when every server of ``bootstrap`` is on this machine (127.0.0.0/8, ::1, localhost)."""
+    hosts = [
+        server.strip().rpartition(":")[0].strip("[]") for server in bootstrap.split(",") if server.strip()
+    ]
+
+    def loopback(host: str) -> bool:
+        if host.lower() in _LOOPBACK_NAMES:
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False
+
+    return bool(hosts) and all(loopback(host) for host in hosts)
+
+
+def kafka_config(bootstrap: str, connection_string: str | None) -> dict[str, Any]:
+    """librdkafka settings for an Event Hubs namespace's Kafka endpoint (SASL PLAIN over TLS).
+
+    Without a connection string the connection is plaintext, which only a broker on this machine (the local
+    stand-in for Event Hubs) may get.
+
+    Raises:
+        OptionError: no connection string for a broker off this machine.
+    """
+    config: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
-        "security.protocol": "SASL_SSL",
-        "sasl.mechanism": "PLAIN",
-        # Event Hubs takes the literal user name "$ConnectionString" and the connection string as password.
-        "sasl.username": "$ConnectionString",
-        "sasl.password": connection_string,
         "enable.idempotence": True,
         "acks": "all",
         "linger.ms": 5,
     }
+    if connection_string:
+        # Event Hubs takes the literal user name "$ConnectionString" and the connection string as password.
+        return {
+            **config,
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": "$ConnectionString",
+            "sasl.password": connection_string,
+        }
+    if not is_loopback_bootstrap(bootstrap):
+        raise OptionError(
+            f"--eventhubs-bootstrap {bootstrap}: Event Hubs is reached over SASL_SSL with the namespace's "
+            "connection string, and none was given. Set LAKESTACK_EVENTHUBS_CONNECTION_STRING (or pass "
+            "--eventhubs-connection-string); only a broker on 127.0.0.1 is reached in plaintext."
+        )
+    return {**config, "security.protocol": "PLAINTEXT"}
 
 
 class EventHubsProducer(Producer):
@@ -109,7 +150,10 @@ class EventHubsProducer(Producer):
         for index, event in enumerate(batch):
             err, msg = outcomes.get(index, ("no delivery report before the flush timeout", None))
             if err is None and msg is not None:
-                result.acknowledged.append(Acknowledged(event, str(msg.partition()), str(msg.offset())))
+                # The bronze table's names for the position: shard "partition-N", sequence number = offset.
+                result.acknowledged.append(
+                    Acknowledged(event, f"{SHARD_PREFIX}{msg.partition()}", str(msg.offset()))
+                )
                 self._report("record", started, elapsed, record_size(event), None)
             else:
                 result.failed.append(Rejected(event, "KafkaError", str(err)))
