@@ -1,8 +1,9 @@
 """`lakestack demo`: the whole pipeline on one machine, then a reconciled report.
 
-Emulator (moto server) -> Locust sends sales events -> Spark ingest job (Kinesis source, Delta bronze table on
-the emulator's S3 through delta-rs) runs while events flow -> drain -> reconcile the ledger of acknowledged
-event ids against the table -> report (terminal, reports/<timestamp>/report.{json,md}).
+Emulators (``--cloud aws``: moto server; ``--cloud azure``: Azurite + a Kafka-protocol broker, see
+``lakestack.targets``) -> Locust sends sales events -> Spark ingest job (Delta bronze table through delta-rs)
+runs while events flow -> drain -> reconcile the ledger of acknowledged event ids against the table -> report
+(terminal, reports/<timestamp>/report.{json,md}).
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from lakestack import emulator as local
+from lakestack.emulator import FaultSpec
 from lakestack.errors import RunFailedError
-from lakestack.fault_report import collect_faults
 from lakestack.reconcile import reconcile
 from lakestack.report import RunReport
+from lakestack.targets import Cloud, LoadPlan, LocalTarget, start_target
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -46,8 +47,9 @@ class DemoSettings:
     keep_emulator: bool = False
     max_records_per_shard: int = 10_000
     # Faults the emulator injects once provisioned (None: none), and the seed of their generator.
-    faults: local.FaultSpec | None = None
+    faults: FaultSpec | None = None
     faults_seed: int | None = None
+    cloud: Cloud = "aws"
 
 
 class Progress:
@@ -159,7 +161,9 @@ def _landed_rows(table_uri: str, storage_options: dict[str, str]) -> _Landed:
         for record in DeltaRsEngine().table(table_uri, storage_options=storage_options).commits()
         if record.batch_id is not None
     }
-    data = table.to_pyarrow_table(columns=["data", "batch_id"]).to_pydict()
+    # Through the dataset: to_pyarrow_table() on an abfss:// table can abort the interpreter at exit
+    # (delta-rs 1.6 with pyarrow's I/O threads).
+    data = table.to_pyarrow_dataset().to_table(columns=["data", "batch_id"]).to_pydict()
     ids: list[str] = []
     latencies: list[float] = []
     first_event: float | None = None
@@ -220,7 +224,7 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
         self.notes: list[str] = []
         self._clock = time.monotonic()
         self._stack = contextlib.ExitStack()
-        self._emulator: local.Emulator | None = None
+        self._target: LocalTarget | None = None
         self._spark: SparkSession | None = None
         self._query: StreamingQuery | None = None
         self._ingested: _Ingested | None = None
@@ -238,10 +242,10 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
         self._stack.close()
 
     @property
-    def emulator(self) -> local.Emulator:
-        if self._emulator is None:
+    def target(self) -> LocalTarget:
+        if self._target is None:
             raise RunFailedError("the demo's steps ran out of order: the emulator is not started.")
-        return self._emulator
+        return self._target
 
     @property
     def query(self) -> StreamingQuery:
@@ -250,53 +254,40 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
         return self._query
 
     def start_emulator(self) -> None:
-        self.show.step("starting the emulator (moto server: Kinesis + S3 on 127.0.0.1)")
-        emulator = local.Emulator.start(
+        target = start_target(
+            self.settings.cloud,
+            self.run_dir,
             port=self.settings.port,
-            log_path=self.run_dir / "emulator.log",
             faults=self.settings.faults,
             faults_seed=self.settings.faults_seed,
+            say=self.show.step,
         )
-        self._stack.callback(self._release_emulator, emulator)
-        self._emulator = emulator
-        state = emulator.state
-        # This process and its children (Spark's Python workers, Locust) talk only to the emulator.
+        self._stack.callback(self._release_target, target)
+        self._target = target
+        # This process and its children (Spark's Python workers, Locust) talk only to the emulators.
         self._stack.enter_context(_scoped_environ(self.environment()))
-        self.show.step(
-            f"emulator at {state.endpoint_url}; stream {state.stream_name} (on-demand), table {state.table_uri}"
-        )
-        if state.faults:
-            self.show.step(f"injecting faults {state.faults} (seed {state.faults_seed})")
+        self.show.step(target.summary())
 
     def environment(self) -> dict[str, str]:
-        """What the run's processes need in their environment: the emulator's credentials and region."""
-        return {**local.EMULATOR_CREDENTIALS, "AWS_DEFAULT_REGION": self.emulator.state.region}
+        """What the run's processes need in their environment to reach the emulators."""
+        return self.target.environment()
 
-    def _release_emulator(self, emulator: local.Emulator) -> None:
-        state = emulator.state
-        if self.settings.keep_emulator:
-            self.show.step(
-                f"emulator left running at {state.endpoint_url} (pid {state.pid}); stop it: kill {state.pid}"
-            )
-        else:
-            emulator.close()
+    def _release_target(self, target: LocalTarget) -> None:
+        kept = target.close(keep=self.settings.keep_emulator)
+        if kept:
+            self.show.step(kept)
 
     def start_ingest(self) -> None:
         from jobs import ingest
         from jobs.session import build_session
 
-        state = self.emulator.state
         self.show.step("starting Spark (local mode) and the ingest job")
         spark = build_session("lakestack-demo")
         self._spark = spark
-        job = ingest.IngestSettings(
-            stream=state.stream_name,
-            region=state.region,
-            endpoint_url=state.endpoint_url,
-            table=state.table_uri,
+        job = self.target.ingest_settings(
             checkpoint=str((self.run_dir / "checkpoint").resolve()),
             trigger=_TRIGGER,
-            max_records_per_shard=self.settings.max_records_per_shard,
+            max_records=self.settings.max_records_per_shard,
         )
         query = ingest.start(spark, job)
         self._query = query
@@ -310,24 +301,18 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
         )
 
     def _locust_argv(self) -> list[str]:
-        from loadtest.runner import LocustRun
-
-        settings, state = self.settings, self.emulator.state
+        settings = self.settings
         run_time_cap = max(60, int(4 * settings.events / settings.rate) + 30)
-        return LocustRun(
-            stream=state.stream_name,
-            region=state.region,
-            endpoint_url=state.endpoint_url,
+        plan = LoadPlan(
             ledger_dir=str(self.ledger_dir),
-            scenario="sales",
             users=settings.users,
-            spawn_rate=settings.users,
             run_time=f"{run_time_cap}s",
             max_events=settings.events,
             target_rate=settings.rate,
             csv_prefix=str(self.run_dir / "locust"),
             html=str(self.run_dir / "locust.html"),
-        ).argv()
+        )
+        return self.target.locust_run(plan).argv()
 
     def send_load(self) -> int:
         """Run Locust to its event budget while the job ingests; return the events acknowledged."""
@@ -401,24 +386,15 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
 
     def report(self) -> RunReport:
         """Reconcile the ledger of acknowledged events against the bronze table."""
-        from jobs.lake import storage_options_for
         from loadtest.ledger import read_ledger
 
-        state = self.emulator.state
-        faults = (
-            collect_faults(
-                state.endpoint_url,
-                ledger_dir=self.ledger_dir,
-                checkpoint=str((self.run_dir / "checkpoint").resolve()),
-                region=state.region,
-            )
-            if state.faults
-            else None
+        table_uri = self.target.table_uri
+        faults = self.target.fault_report(
+            ledger_dir=self.ledger_dir, checkpoint=str((self.run_dir / "checkpoint").resolve())
         )
         self.show.step("reconciling the ledger against the table")
         entries = read_ledger(self.ledger_dir)
-        options = storage_options_for(state.table_uri, endpoint_url=state.endpoint_url, region=state.region)
-        landed = _landed_rows(state.table_uri, options)
+        landed = _landed_rows(table_uri, self.target.storage_options())
         result = reconcile([entry.event_id for entry in entries], landed.event_ids)
         self.notes.extend(_stream_notes(entries, result.missing_sample))
         span = (
@@ -431,7 +407,7 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
             latencies_s=landed.latencies_s,
             throughput_eps=round(result.landed / span, 1) if span else None,
             send_rate_eps=_send_rate(entries),
-            table_uri=state.table_uri,
+            table_uri=table_uri,
             files=landed.files,
             table_version=landed.version,
             micro_batches=self._counter().batches,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from lakestack.commands._types import add_fault_arguments, positive_float, positive_int
 from lakestack.prerequisites import check_java
+from lakestack.targets import CLOUDS
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -24,6 +25,7 @@ def _run(args: argparse.Namespace) -> int:
         max_records_per_shard=args.max_records_per_shard,
         faults=args.faults,
         faults_seed=args.faults_seed,
+        cloud=args.cloud,
     )
     report = run_demo(settings)
     if args.json:
@@ -37,10 +39,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "demo",
         help="run the whole pipeline on this machine and report missing/duplicates/latency",
         description=(
-            "Start the emulator, send synthetic sales events with Locust, ingest them with Spark into a Delta "
+            "Start the emulators (--cloud), send synthetic sales events with Locust, ingest them with Spark into a Delta "
             "bronze table, reconcile, and write reports/<timestamp>/report.{json,md}. Exit 1 when any event "
             "is missing or duplicated."
         ),
+    )
+    parser.add_argument(
+        "--cloud",
+        choices=CLOUDS,
+        default="aws",
+        help="which cloud's path runs on local stand-ins: aws (moto: Kinesis + S3) or azure (Azurite + a "
+        "Kafka-protocol broker for Event Hubs, Spark's Kafka path, abfss:// tables) (default: %(default)s)",
     )
     parser.add_argument(
         "--events", type=positive_int, default=10_000, help="events to send (default: %(default)s)"

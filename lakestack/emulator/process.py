@@ -222,6 +222,21 @@ def stop_faults(endpoint_url: str) -> dict[str, Any]:
     return _faults_request(endpoint_url, "DELETE")
 
 
+def stop_process_group(process: subprocess.Popen[bytes], *, timeout_s: float = 10.0) -> None:
+    """Stop a process started with ``start_new_session=True`` and everything it started; kill it if it lingers."""
+    if process.poll() is not None:
+        return
+    _terminate(process.pid)
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        process.wait(timeout=timeout_s)
+
+
 def _terminate(pid: int) -> None:
     try:
         os.killpg(pid, signal.SIGTERM)
