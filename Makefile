@@ -6,17 +6,22 @@ PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+# A second environment with Synapse's Spark 3.5 for the Azure-path job tests (tests/jobs/azure).
+VENV35  := .venv-spark35
+STAMP35 := $(VENV35)/.installed-stamp
+AZURITE_STAMP := .lakestack/azurite/.installed-stamp
 # pip itself is pinned so a fresh clone resolves the lockfile the way CI did.
 PIP_VERSION := 26.3
 DEMO_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test test-fast lint typecheck format bench lock clean java
+.PHONY: help demo test test-fast test-spark35 azurite lint typecheck format bench lock clean java
 
 help:
 	@echo "make demo       run the whole pipeline on this machine (embedded emulator, no cloud account)"
 	@echo "make test       lint, type-check and run the whole test suite (what CI runs)"
 	@echo "make test-fast  the same without the Spark, emulator-process and demo tests (inner loop)"
+	@echo "make test-spark35  the Azure-path job tests under pyspark 3.5 (Synapse's Spark), in $(VENV35)"
 	@echo "make bench      run the benchmarks in bench/ (slow; prints medians and ratios)"
 	@echo "make lock       re-resolve requirements.lock from pyproject.toml"
 	@echo "make clean      remove .venv, reports and caches"
@@ -41,7 +46,21 @@ $(STAMP): pyproject.toml requirements.lock
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	@touch $(STAMP)
 
-demo: java $(STAMP)
+$(STAMP35): requirements-spark35.lock
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; lakestack needs Python 3.11 (set PYTHON=/path/to/python3.11)." >&2; exit 2; }
+	@echo "==> creating $(VENV35) (pyspark 3.5, as on Synapse) for the Azure-path job tests (first run downloads Spark 3.5, ~320 MB)"
+	$(PYTHON) -m venv $(VENV35)
+	$(VENV35)/bin/python -m pip install --quiet "pip==$(PIP_VERSION)"
+	$(VENV35)/bin/python -m pip install --quiet --progress-bar off -r requirements-spark35.lock
+	@touch $(STAMP35)
+
+# Azurite (npm) for the Azure path's storage; `lakestack demo --cloud azure` also installs it on first use.
+$(AZURITE_STAMP): $(STAMP) lakestack/emulator/node/package-lock.json
+	$(BIN)/python -c "from lakestack.emulator.azurite import ensure_installed; ensure_installed()"
+
+azurite: $(AZURITE_STAMP)
+
+demo: java $(STAMP) $(AZURITE_STAMP)
 	$(BIN)/lakestack demo $(DEMO_ARGS)
 
 lint: $(STAMP)
@@ -56,8 +75,14 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-test: java $(STAMP) lint
+test: java $(STAMP) $(AZURITE_STAMP) lint
 	$(BIN)/python -m pytest
+	$(MAKE) --no-print-directory test-spark35
+
+# Job code that runs on Synapse must hold on Spark 3.5: no 4.0-only API may slip into the Azure path.
+# The project is put on the path rather than installed: the cluster gets jobs/ as files too.
+test-spark35: java $(STAMP35)
+	LAKESTACK_EXPECT_SPARK=3.5 PYTHONPATH=$(CURDIR) $(VENV35)/bin/python -m pytest -p no:cacheprovider tests/jobs/azure
 
 test-fast: $(STAMP) lint
 	$(BIN)/python -m pytest -m "not slow and not cloud"
@@ -69,6 +94,7 @@ bench: java $(STAMP)
 lock: $(STAMP)
 	$(BIN)/uv pip compile pyproject.toml --extra dev --universal --python-version 3.11 \
 	  --no-emit-package lakestack -o requirements.lock
+	$(BIN)/uv pip compile requirements-spark35.in --universal --python-version 3.11 -o requirements-spark35.lock
 
 clean:
-	rm -rf $(VENV) reports .pytest_cache .ruff_cache .mypy_cache build *.egg-info
+	rm -rf $(VENV) $(VENV35) .lakestack/azurite reports .pytest_cache .ruff_cache .mypy_cache build *.egg-info

@@ -110,9 +110,11 @@ class LocustRun:
         return argv + list(self.extra)
 
 
-def worker_command(*, master_port: int | None = None, extra: Sequence[str] = ()) -> list[str]:
+def worker_command(
+    *, master_port: int | None = None, extra: Sequence[str] = (), locustfile: Path = LOCUSTFILE
+) -> list[str]:
     """argv for one Locust worker on this machine (options arrive from the master at spawn)."""
-    argv = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--worker", "--master-host", "127.0.0.1"]
+    argv = [sys.executable, "-m", "locust", "-f", str(locustfile), "--worker", "--master-host", "127.0.0.1"]
     if master_port is not None:
         argv += ["--master-port", str(master_port)]
     return argv + list(extra)

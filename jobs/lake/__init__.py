@@ -7,6 +7,7 @@ classes load. Storage options for every table are built by ``storage_options_for
 from __future__ import annotations
 
 from jobs._retry import RetryPolicy
+from jobs.lake._arrow import to_arrow
 from jobs.lake._deltars import DeltaRsEngine
 from jobs.lake._jvm import Availability, JvmDeltaEngine
 from jobs.lake._registry import ENGINE_NAMES, get_engine
@@ -63,5 +64,6 @@ __all__ = [
     "is_transient",
     "redact",
     "storage_options_for",
+    "to_arrow",
     "with_retries",
 ]

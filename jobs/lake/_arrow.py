@@ -27,9 +27,9 @@ def to_arrow(frame: DataFrame) -> pa.Table:
     On 3.5 an empty result has no batches: the table then gets the schema Spark's own Arrow conversion
     gives (timestamps are normalised later by the writers, whichever time zone the session reports).
     """
-    to_arrow_table = getattr(frame, "toArrow", None)
-    if to_arrow_table is not None:
-        return cast("pa.Table", to_arrow_table())
+    # Asked of the class: a DataFrame answers unknown attributes with its columns.
+    if hasattr(type(frame), "toArrow"):
+        return cast("pa.Table", frame.toArrow())
     from pyspark.sql.pandas.types import to_arrow_schema
 
     # mypy reads any attribute of a DataFrame as a column; this one is the 3.5 method toArrow wraps in 4.0.

@@ -5,18 +5,28 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from lakestack.emulator import free_port
 from lakestack.errors import TargetError
 from loadtest.generators import SCENARIOS
-from loadtest.runner import SHAPEFILE, LocustRun, distributed_extra, worker_command
+from loadtest.runner import (
+    EVENTHUBS_LOCUSTFILE,
+    LOCUSTFILE,
+    SHAPEFILE,
+    LocustRun,
+    distributed_extra,
+    worker_command,
+)
 from loadtest.shapes import SHAPES
 
 # Workers quit within a second of a normal end; one whose master failed early would wait 60 s for it.
 WORKER_EXIT_TIMEOUT_SECONDS = 10
+CONNECTION_STRING_VARIABLE = "LAKESTACK_EVENTHUBS_CONNECTION_STRING"
 
 
 @dataclass(frozen=True)
@@ -27,6 +37,7 @@ class Target:
     region: str
     endpoint_url: str | None
     environment: dict[str, str] = field(default_factory=dict)
+    eventhubs_bootstrap: str | None = None
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -36,7 +47,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="generate load with Locust (Kinesis PutRecords) against the emulator or a stack",
         description=(
             "Run the Locust load suite. --target local uses the emulator started by `lakestack local up`; "
-            "any other value is a Pulumi stack whose outputs name the stream and region. Statistics go to "
+            "any other value is a Pulumi stack whose outputs name the stream and region (AWS) or the Event Hubs "
+            "namespace and hub (Azure; the send connection string comes from "
+            "$LAKESTACK_EVENTHUBS_CONNECTION_STRING). Statistics go to "
             "OUT_DIR (CSV and HTML) and every acknowledged event to OUT_DIR/ledger. Exit status: 0 when "
             "every event was acknowledged, 1 when some failed for good, 2 for a usage error."
         ),
@@ -103,6 +116,8 @@ def resolve_target(target: str, *, state_dir: str | None = None) -> Target:
     from lakestack.stacks import stack_outputs
 
     outputs = stack_outputs(target, command=f"load --target {target}")
+    if outputs.get("eventhubs_namespace") or outputs.get("kafka_bootstrap"):
+        return _event_hubs_target(target, outputs, os.environ)
     missing = [key for key in ("stream_name", "region") if not outputs.get(key)]
     if missing:
         raise TargetError(
@@ -110,6 +125,35 @@ def resolve_target(target: str, *, state_dir: str | None = None) -> Target:
             f"(missing {', '.join(missing)}). Run `pulumi up` on that stack, or check its name."
         )
     return Target(str(outputs["stream_name"]), str(outputs["region"]), outputs.get("endpoint_url") or None)
+
+
+def _event_hubs_target(stack: str, outputs: dict[str, Any], environ: Mapping[str, str]) -> Target:
+    """An Azure stack: the hub and the namespace's Kafka endpoint from its outputs, the secret from the shell.
+
+    Raises:
+        TargetError: the hub is not in the outputs, or the send connection string is not in the environment.
+    """
+    hub = outputs.get("stream_name") or outputs.get("eventhub_name")
+    namespace = outputs.get("eventhubs_namespace")
+    bootstrap = outputs.get("kafka_bootstrap") or (
+        f"{namespace}.servicebus.windows.net:9093" if namespace else None
+    )
+    if not hub or not bootstrap:
+        raise TargetError(
+            f"--target {stack}: expected the Azure stack outputs stream_name (the hub) and eventhubs_namespace or "
+            f"kafka_bootstrap, found {sorted(outputs)}. Run `pulumi up` on that stack, or check its name."
+        )
+    if not environ.get(CONNECTION_STRING_VARIABLE):
+        vault, secret = (
+            outputs.get("key_vault_name") or "<vault>",
+            outputs.get("send_secret_name") or "<secret>",
+        )
+        raise TargetError(
+            f"--target {stack}: Event Hubs takes the namespace's send connection string, which stays in Key Vault "
+            f"(never a stack output). Export it first: export {CONNECTION_STRING_VARIABLE}=$(az keyvault secret "
+            f"show --vault-name {vault} --name {secret} --query value -o tsv)"
+        )
+    return Target(str(hub), str(outputs.get("region") or ""), None, eventhubs_bootstrap=str(bootstrap))
 
 
 def build_commands(
@@ -121,7 +165,8 @@ def build_commands(
     if args.workers:
         port = free_port()
         extra += distributed_extra(workers=args.workers, master_port=port)
-        workers = [worker_command(master_port=port) for _ in range(args.workers)]
+        locustfile = EVENTHUBS_LOCUSTFILE if target.eventhubs_bootstrap else LOCUSTFILE
+        workers = [worker_command(master_port=port, locustfile=locustfile) for _ in range(args.workers)]
     if args.shape:
         extra += ["--shape", args.shape, "--shape-users", str(args.users)]
     command = LocustRun(
@@ -139,6 +184,7 @@ def build_commands(
         csv_prefix=str(out_dir / "locust"),
         html=str(out_dir / "locust.html"),
         extra=extra,
+        eventhubs_bootstrap=target.eventhubs_bootstrap,
     ).argv()
     if args.shape:
         # The shape class lives in its own file so plain runs keep --users; it also owns the run time.
@@ -156,9 +202,8 @@ def run_load(args: argparse.Namespace) -> int:
     out_dir = Path(args.out_dir or f"reports/load-{stamp}")
     out_dir.mkdir(parents=True, exist_ok=True)
     command, worker_commands = build_commands(args, target, out_dir)
-    print(
-        f"load: {args.scenario} events to {target.stream} ({target.endpoint_url or target.region}); output {out_dir}"
-    )
+    where = target.eventhubs_bootstrap or target.endpoint_url or target.region
+    print(f"load: {args.scenario} events to {target.stream} ({where}); output {out_dir}")
     env = {**os.environ, **target.environment}
     master = subprocess.Popen(command, env=env)
     workers = [subprocess.Popen(argv, env=env) for argv in worker_commands]

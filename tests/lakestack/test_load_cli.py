@@ -109,3 +109,46 @@ def test_run_load_returns_locusts_exit_status(emulator, tmp_path, monkeypatch):
     assert started[0][started[0].index("--csv") + 1] == str(tmp_path / "run" / "locust")
     assert (tmp_path / "run").is_dir()
     assert environments[0]["AWS_ACCESS_KEY_ID"] == "emulator"  # the emulator's credentials reach Locust
+
+
+def test_azure_stack_target_reads_hub_and_namespace_from_the_outputs(outputs, monkeypatch, tmp_path):
+    _, values = outputs
+    values.clear()
+    values.update(
+        {
+            "region": "westeurope",
+            "stream_name": "lakestack-dev-events",
+            "eventhubs_namespace": "lakestack-dev-ns",
+            "key_vault_name": "kv-dev",
+            "send_secret_name": "eventhubs-send",
+        }
+    )
+    monkeypatch.delenv(cli.CONNECTION_STRING_VARIABLE, raising=False)
+    with pytest.raises(
+        TargetError,
+        match=r"az keyvault secret show --vault-name kv-dev --name eventhubs-send --query value -o tsv",
+    ):
+        cli.resolve_target("azure-dev")
+
+    monkeypatch.setenv(cli.CONNECTION_STRING_VARIABLE, "Endpoint=sb://lakestack-dev-ns/;SharedAccessKey=k")
+    target = cli.resolve_target("azure-dev")
+    assert target == cli.Target(
+        "lakestack-dev-events",
+        "westeurope",
+        None,
+        eventhubs_bootstrap="lakestack-dev-ns.servicebus.windows.net:9093",
+    )
+    master, workers = cli.build_commands(parse("--workers", "1"), target, tmp_path)
+    assert master[master.index("-f") + 1].endswith("loadtest/locustfile_eventhubs.py")
+    assert master[master.index("--eventhubs-bootstrap") + 1] == "lakestack-dev-ns.servicebus.windows.net:9093"
+    assert master[master.index("--stream") + 1] == "lakestack-dev-events"
+    assert "SharedAccessKey" not in " ".join(master)  # the secret reaches Locust through its environment only
+    assert workers[0][workers[0].index("-f") + 1].endswith("loadtest/locustfile_eventhubs.py")
+
+
+def test_azure_stack_outputs_without_the_hub_are_refused(outputs):
+    _, values = outputs
+    values.clear()
+    values.update({"eventhubs_namespace": "ns"})
+    with pytest.raises(TargetError, match=r"expected the Azure stack outputs stream_name \(the hub\)"):
+        cli.resolve_target("azure-dev")
