@@ -29,7 +29,7 @@ def to_arrow(frame: DataFrame) -> pa.Table:
     """
     # Asked of the class: a DataFrame answers unknown attributes with its columns.
     if hasattr(type(frame), "toArrow"):
-        return cast("pa.Table", frame.toArrow())
+        return frame.toArrow()
     from pyspark.sql.pandas.types import to_arrow_schema
 
     # mypy reads any attribute of a DataFrame as a column; this one is the 3.5 method toArrow wraps in 4.0.
