@@ -1,4 +1,5 @@
-"""Shared fixtures: one SparkSession and one embedded AWS emulator (moto server) per test session."""
+"""Shared fixtures: one SparkSession, one embedded AWS emulator (moto server), and for the Azure path one Kafka
+broker (Tansu) and one Azurite, per test session."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ os.environ.pop("AWS_PROFILE", None)
 
 
 # Tests that start Spark or the emulator process take seconds each: `make test-fast` leaves them out.
-_SLOW_FIXTURES = frozenset({"spark", "moto_endpoint", "faulty_endpoint"})
+_SLOW_FIXTURES = frozenset({"spark", "moto_endpoint", "faulty_endpoint", "kafka_broker", "azurite"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -83,3 +84,27 @@ def unique_name(request: pytest.FixtureRequest) -> str:
 
     digest = hashlib.sha1(request.node.nodeid.encode()).hexdigest()[:10]
     return f"t-{digest}"
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Bootstrap address of a Tansu broker on 127.0.0.1 (the local Event Hubs stand-in), for the session.
+
+    Tests keep apart by creating their own topics (``unique_name``).
+    """
+    from lakestack.emulator.kafka import KafkaBroker
+
+    broker = KafkaBroker.start(log_path=tmp_path_factory.mktemp("kafka") / "broker.log")
+    yield broker.bootstrap
+    broker.close()
+
+
+@pytest.fixture(scope="session")
+def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """An Azurite blob service on 127.0.0.1 (installed into .lakestack/azurite on first use), for the session."""
+    from lakestack.emulator.azurite import Azurite
+
+    folder = tmp_path_factory.mktemp("azurite")
+    service = Azurite.start(location=folder / "data", log_path=folder / "azurite.log")
+    yield service
+    service.close()

@@ -327,7 +327,9 @@ class DeltaRsEngine(TableHandles):
                     "pass e.g. datetime(..., tzinfo=UTC)."
                 )
             table.load_as_version(timestamp)
-        return table.to_pyarrow_table(columns=list(columns) if columns else None)
+        # Through the dataset: to_pyarrow_table() on an abfss:// table can abort the interpreter at exit
+        # (delta-rs 1.6 with pyarrow's I/O threads; seen against Azurite).
+        return table.to_pyarrow_dataset().to_table(columns=list(columns) if columns else None)
 
     def read_changes(
         self,

@@ -112,26 +112,33 @@ class KafkaBroker:
 
     def create_topics(self, topics: Mapping[str, int]) -> None:
         """Create the topics that do not exist yet, each with its number of partitions."""
-        from confluent_kafka import KafkaError, KafkaException
-        from confluent_kafka.admin import AdminClient, NewTopic
-
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        futures = admin.create_topics(
-            [
-                NewTopic(name, num_partitions=partitions, replication_factor=1)
-                for name, partitions in topics.items()
-            ],
-            request_timeout=_ADMIN_TIMEOUT_S,
-        )
-        for name, future in futures.items():
-            try:
-                future.result(timeout=_ADMIN_TIMEOUT_S)
-            except KafkaException as error:
-                if error.args and error.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                    continue
-                raise EmulatorError(
-                    f"the Kafka broker at {self.bootstrap} refused topic {name!r}: {error}"
-                ) from None
+        create_topics(self.bootstrap, topics)
 
     def close(self) -> None:
         stop_process_group(self.process)
+
+
+def create_topics(bootstrap: str, topics: Mapping[str, int]) -> None:
+    """Create on the broker at ``bootstrap`` the topics that do not exist yet (name: partitions).
+
+    Raises:
+        EmulatorError: the broker refused a topic.
+    """
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics(
+        [
+            NewTopic(name, num_partitions=partitions, replication_factor=1)
+            for name, partitions in topics.items()
+        ],
+        request_timeout=_ADMIN_TIMEOUT_S,
+    )
+    for name, future in futures.items():
+        try:
+            future.result(timeout=_ADMIN_TIMEOUT_S)
+        except KafkaException as error:
+            if error.args and error.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                continue
+            raise EmulatorError(f"the Kafka broker at {bootstrap} refused topic {name!r}: {error}") from None

@@ -53,3 +53,32 @@ def test_demo_json_reports_every_event_landed_once(tmp_path):
     assert json.loads((run_dir / "report.json").read_text())["events_landed"] == 300
     assert "PASS: every acknowledged event landed exactly once" in (run_dir / "report.md").read_text()
     assert "PASS: every acknowledged event landed exactly once" in result.stdout
+
+
+@pytest.mark.slow
+def test_demo_on_the_azure_path_reconciles_every_event(tmp_path):
+    """Locust (Event Hubs user) -> Kafka-protocol broker -> Spark (Kafka source) -> Delta on Azurite."""
+    result = subprocess.run(
+        [sys.executable, "-m", "lakestack", "demo", "--cloud", "azure", "--events", "300", "--rate", "300",
+         "--users", "2", "--reports-dir", str(tmp_path), "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=400,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert {key: report[key] for key in ("events_sent", "events_landed", "missing", "duplicates", "ok")} == {
+        "events_sent": 300,
+        "events_landed": 300,
+        "missing": 0,
+        "duplicates": 0,
+        "ok": True,
+    }
+    assert report["table_uri"] == "abfss://lake@devstoreaccount1.dfs.core.windows.net/bronze/events"
+    (run_dir,) = tmp_path.iterdir()
+    ledger = [
+        json.loads(line) for path in (run_dir / "ledger").glob("ledger-*.jsonl") for line in path.open()
+    ]
+    assert {entry["shard_id"] for entry in ledger} <= {f"partition-{n}" for n in range(4)}
+    assert "Azurite at http://127.0.0.1:" in result.stderr
