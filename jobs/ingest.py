@@ -73,10 +73,13 @@ class IngestSettings:
                 raise SettingsError("--source kafka: expected --kafka-bootstrap and --topic, found none.")
         elif self.source != "kinesis":
             raise SettingsError(f"--source: expected kinesis or kafka, found {self.source!r}.")
-        elif not self.stream or not self.region:
+        elif not self.stream:
             raise SettingsError(
-                "--source kinesis: expected --stream NAME and --region R (the Kinesis stream and its region), "
-                f"found stream {self.stream!r}, region {self.region!r}."
+                "--stream: expected a Kinesis stream name, found an empty value (or pass --source kafka)."
+            )
+        elif not self.region:
+            raise SettingsError(
+                "--region: expected the Kinesis stream's AWS region, e.g. us-east-1, found nothing."
             )
         if not self.table:
             raise SettingsError(

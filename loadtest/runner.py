@@ -83,6 +83,8 @@ class LocustRun:
             f"{self.spawn_rate:g}",
             "--stream",
             self.stream,
+            # An Event Hub has no AWS region: the flag is left out rather than given empty.
+            *(["--region", self.region] if self.region else []),
             "--scenario",
             self.scenario,
             "--batch-size",
@@ -95,7 +97,6 @@ class LocustRun:
             "30",
         ]
         optional = [
-            ("--region", self.region or None),
             ("--endpoint-url", self.endpoint_url or None),
             ("--eventhubs-bootstrap", self.eventhubs_bootstrap or None),
             ("--run-time", self.run_time or None),

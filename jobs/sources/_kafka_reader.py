@@ -184,7 +184,7 @@ def _no_s3() -> Any:
 
 
 class _Reads:
-    """What one read round collected per partition, and which partitions are finished."""
+    """What one read round collected per partition, and the offset each partition expects next."""
 
     def __init__(self, positions: dict[int, int]) -> None:
         self.messages: dict[int, list[Any]] = {p: [] for p in positions}

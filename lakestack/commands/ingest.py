@@ -21,8 +21,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     parser = subparsers.add_parser(
         "ingest",
-        help="run the ingest job (Kinesis -> bronze Delta table) here; same as `python -m jobs ingest`",
-        description="Read a Kinesis stream and append every record exactly once to a bronze Delta table.",
+        help="run the ingest job (Kinesis or Kafka/Event Hubs -> bronze Delta table) here; same as "
+        "`python -m jobs ingest`",
+        description="Read a Kinesis stream or a Kafka topic (an Event Hub) and append every record exactly once "
+        "to a bronze Delta table.",
     )
     ingest.add_arguments(parser)
     parser.set_defaults(handler=_run)

@@ -67,7 +67,8 @@ def test_kinesis_stays_the_default_with_todays_flags():
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--table", "t", "--checkpoint", "c"], "--source kinesis: expected --stream NAME and --region R"),
+        (["--table", "t", "--checkpoint", "c"], r"--stream: expected a Kinesis stream name, found an empty value \(or pass --source kafka\)"),
+        (["--stream", "s", "--table", "t", "--checkpoint", "c"], "--region: expected the Kinesis stream's AWS region"),
         (["--source", "kafka", "--topic", "e", "--table", "t", "--checkpoint", "c"], "expected --kafka-bootstrap"),
         (
             ["--source", "kafka", "--kafka-bootstrap", HUB, "--topic", "e", "--table", "t", "--checkpoint", "c"],
