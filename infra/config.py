@@ -13,12 +13,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
 import yaml
 
 from infra.errors import ConfigError
 from infra.sizing import INSTANCE_TYPES, Sizing, size_cluster
+
+if TYPE_CHECKING:
+    from infra.azure.settings import AzureStackSettings
 
 Cloud = Literal["aws", "azure"]
 StreamMode = Literal["on-demand", "provisioned"]
@@ -763,3 +766,26 @@ def _stack_file_keys(stack: str, project_dir: Path) -> list[str]:
         return []
     raw = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
     return [key.split(":", 1)[1] for key in raw if key.startswith(f"{PROJECT}:")]
+
+
+def stack_cloud(stack: str, *, project_dir: Path | None = None) -> Cloud:
+    """The ``lakestack:cloud`` of ``Pulumi.<stack>.yaml`` (``aws`` when unset or when there is no file).
+
+    Raises:
+        ConfigError: the value is not a cloud the kit knows.
+    """
+    path = (project_dir or PROJECT_DIR) / f"Pulumi.{stack}.yaml"
+    if not path.is_file():
+        return "aws"
+    raw = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
+    return _parse_choice("lakestack:cloud", raw.get(f"{PROJECT}:cloud", "aws"), CLOUDS, where=path.name)
+
+
+def load_any_settings(stack: str, *, project_dir: Path | None = None) -> StackSettings | AzureStackSettings:
+    """Read and validate a stack file with its cloud's parser: AWS (:func:`load_stack_settings`) or Azure
+    (``infra.azure.settings.load_azure_settings``)."""
+    if stack_cloud(stack, project_dir=project_dir) == "azure":
+        from infra.azure.settings import load_azure_settings
+
+        return load_azure_settings(stack, project_dir=project_dir)
+    return load_stack_settings(stack, project_dir=project_dir)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from infra.config import PROJECT_DIR, load_stack_settings
+from infra.config import PROJECT_DIR, load_any_settings
 from lakestack.errors import PulumiCliMissingError, PulumiRunError
 
 
@@ -62,7 +62,7 @@ def up(
         PulumiRunError: the update failed.
     """
     directory = project_dir or PROJECT_DIR
-    load_stack_settings(stack, project_dir=directory)
+    load_any_settings(stack, project_dir=directory)
     require_cli("up")
     handle = _stack(stack, directory, create=True)
     # Refresh first (also set in Pulumi.yaml for plain `pulumi up`): AWS changes some things on its own.
@@ -73,7 +73,7 @@ def up(
 def down(stack: str, *, project_dir: Path | None = None, on_output: Callable[[str], None] = print) -> None:
     """Destroy every resource of the stack (the stack itself and its history are kept)."""
     directory = project_dir or PROJECT_DIR
-    load_stack_settings(stack, project_dir=directory)
+    load_any_settings(stack, project_dir=directory)
     require_cli("down")
     handle = _stack(stack, directory, create=False)
     _guard("destroy", lambda: handle.destroy(on_output=on_output, refresh=True))

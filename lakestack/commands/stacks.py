@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from infra.config import EXPIRES_AT_TAG, StackSettings, load_stack_settings
+from infra.config import EXPIRES_AT_TAG, StackSettings, load_stack_settings, stack_cloud
 from infra.posture import format_posture
 from infra.pricing import estimate_hourly_cost
 from lakestack import stacks as automation
@@ -29,33 +29,25 @@ def plan_summary(stack: str, *, project_dir: Path | None = None) -> dict[str, An
         stack: stack name (reads ``Pulumi.<stack>.yaml``).
         project_dir: folder of the stack files; the repository root when ``None``.
     """
+    if stack_cloud(stack, project_dir=project_dir) == "azure":
+        from infra.azure.plan import plan_summary as azure_plan_summary
+        from infra.azure.settings import load_azure_settings
+
+        return azure_plan_summary(load_azure_settings(stack, project_dir=project_dir))
     settings = load_stack_settings(stack, project_dir=project_dir)
     sizing = settings.sizing
     enabled = settings.cluster.enabled
-    if settings.cloud == "aws":
-        cost = estimate_hourly_cost(settings)
-        pricing: dict[str, Any] = {
-            "hourly_cost_usd": cost.hourly_usd,
-            "hourly_cost_usd_at_max_workers": cost.hourly_usd_at_max_workers,
-            "prices_as_of": cost.prices_as_of,
-            "cost_lines": cost.lines,
-            "usd_per_gb": cost.usd_per_gb,
-            "per_gb_lines": cost.per_gb_lines,
-            "loadgen_hourly_cost_usd": cost.loadgen_hourly_usd,
-            "notes": list(cost.notes),
-        }
-    else:
-        # The price table holds AWS prices only, and the Azure stack is not built yet.
-        pricing = {
-            "hourly_cost_usd": None,
-            "hourly_cost_usd_at_max_workers": None,
-            "prices_as_of": None,
-            "cost_lines": {},
-            "usd_per_gb": None,
-            "per_gb_lines": {},
-            "loadgen_hourly_cost_usd": None,
-            "notes": ["no Azure prices in infra/prices.json yet"],
-        }
+    cost = estimate_hourly_cost(settings)
+    pricing: dict[str, Any] = {
+        "hourly_cost_usd": cost.hourly_usd,
+        "hourly_cost_usd_at_max_workers": cost.hourly_usd_at_max_workers,
+        "prices_as_of": cost.prices_as_of,
+        "cost_lines": cost.lines,
+        "usd_per_gb": cost.usd_per_gb,
+        "per_gb_lines": cost.per_gb_lines,
+        "loadgen_hourly_cost_usd": cost.loadgen_hourly_usd,
+        "notes": list(cost.notes),
+    }
     loadgen = settings.loadgen
     return {
         "stack": stack,
@@ -92,18 +84,26 @@ def _plan(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary, sort_keys=True))
         return 0
+    azure = summary["cloud"] == "azure"
     if summary["workers"]:
         per = "per pipeline " if len(summary["pipelines"]) > 1 else ""
+        nodes = (
+            f"worker nodes (up to {summary['max_workers']}) + 1 driver node, Synapse Spark 3.5"
+            if azure
+            else f"core nodes (up to {summary['max_workers']}) + 1 primary"
+        )
         cluster = (
-            f"{summary['workers']} x {summary['instance_type']} core nodes (up to {summary['max_workers']}) "
-            f"+ 1 primary; each runs 1 executor {per}with {summary['executor_cores']} cores and "
-            f"{summary['executor_memory_gb']} GB"
+            f"{summary['workers']} x {summary['instance_type']} {nodes}; each runs 1 executor {per}with "
+            f"{summary['executor_cores']} cores and {summary['executor_memory_gb']} GB"
         )
     else:
         cluster = "none (jobs run on this machine)"
-    stream = f"Kinesis {summary['stream_mode']}" + (
-        f", {summary['shards']} shards" if summary["shards"] else ""
-    )
+    if azure:
+        stream = f"Event Hubs {summary['stream_mode']}, {summary['shards']} partitions"
+    else:
+        stream = f"Kinesis {summary['stream_mode']}" + (
+            f", {summary['shards']} shards" if summary["shards"] else ""
+        )
     print(f"stack {summary['stack']} ({summary['cloud']}, {summary['region']})")
     print(f"  cluster : {cluster}")
     print(f"  steps   : {', '.join(summary['pipelines'])} (one step and checkpoint each)")
@@ -178,9 +178,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "plan",
         help="show a stack's shape and estimated hourly cost (no Pulumi CLI needed)",
         description="Read Pulumi.<stack>.yaml, validate it like `pulumi up` would, and print the cluster "
-        "shape (workers, executor cores and memory, instance type), the pipelines, the stream mode and shards, "
-        "the bucket names, the expiry tag, an hourly and per-GB cost estimate from infra/prices.json, and the "
-        "security posture (encryption, network, logging, identities, and every control switched off).",
+        "shape (workers, executor cores and memory, instance type or Synapse node size), the pipelines, the "
+        "stream mode and shards (Event Hubs partitions on Azure), the bucket names (filesystems on Azure), the "
+        "expiry tag, an hourly and per-GB cost estimate from infra/prices.json (infra/azure/prices.json on "
+        "Azure), and the security posture (encryption, network, logging, identities, and every control "
+        "switched off).",
     )
     stack_option(plan)
     plan.add_argument("--json", action="store_true", help="print one JSON object (last line of stdout)")

@@ -146,15 +146,75 @@ def test_outputs_prints_the_stack_outputs(capsys, monkeypatch):
     }
 
 
-def test_plan_sizes_an_azure_stack_without_pricing_it(tmp_path: Path):
+def test_plan_json_for_the_azure_dev_stack(capsys):
+    assert run_cli(["plan", "--stack", "azure-dev", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert {
+        k: plan[k]
+        for k in (
+            "cloud",
+            "region",
+            "workers",
+            "max_workers",
+            "executor_cores",
+            "executor_memory_gb",
+            "instance_type",
+            "stream_mode",
+            "shards",
+            "hourly_cost_usd",
+            "hourly_cost_usd_at_max_workers",
+            "prices_as_of",
+        )
+    } == {
+        "cloud": "azure",
+        "region": "eastus",
+        "workers": 2,
+        "max_workers": 4,
+        "executor_cores": 4,
+        "executor_memory_gb": 28,
+        "instance_type": "Small",
+        "stream_mode": "standard",
+        "shards": 8,
+        "hourly_cost_usd": 1.816,
+        "hourly_cost_usd_at_max_workers": 2.96,
+        "prices_as_of": "2026-11-24",
+    }
+    assert plan["security"]["deviations"] == []
+
+
+def test_plan_text_for_an_azure_stack_prints_shape_and_security(tmp_path: Path, capsys, monkeypatch):
     (tmp_path / "Pulumi.az.yaml").write_text(
         "config:\n  lakestack:cloud: azure\n  lakestack:parallelism: 6\n  lakestack:parallelismPerWorker: 4\n"
+        "  lakestack:security:\n    storageSharedKey: true\n"
     )
-    plan = stack_cli.plan_summary("az", project_dir=tmp_path)
-    assert (plan["cloud"], plan["workers"], plan["executor_cores"], plan["hourly_cost_usd"]) == (
-        "azure",
-        2,
-        4,
-        None,
+    original = stack_cli.plan_summary
+    monkeypatch.setattr(stack_cli, "plan_summary", lambda stack: original(stack, project_dir=tmp_path))
+    assert run_cli(["plan", "--stack", "az"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:5] == [
+        "stack az (azure, eastus)",
+        "  cluster : 2 x Small worker nodes (up to 2) + 1 driver node, Synapse Spark 3.5; each runs 1 executor "
+        "with 4 cores and 28 GB",
+        "  steps   : ingest (one step and checkpoint each)",
+        "  stream  : Event Hubs standard, 6 partitions",
+        "  buckets : lake        abfss://lake@lakestackaz.dfs.core.windows.net/",
+    ]
+    assert "  security" in out
+    assert "    identities  : storage: Entra ID, account keys and SAS" in out
+    assert (
+        "    deviations  : storage shared-key access on: account keys and SAS work besides Entra ID "
+        "(lakestack:security.storageSharedKey: true)"
+    ) in out
+
+
+def test_up_validates_an_azure_stack_file_with_the_azure_parser(tmp_path: Path, monkeypatch):
+    (tmp_path / "Pulumi.az.yaml").write_text(
+        "config:\n  lakestack:cloud: azure\n  lakestack:cluster:\n    nodeSize: Huge\n"
     )
-    assert plan["notes"] == ["no Azure prices in infra/prices.json yet"]
+    monkeypatch.setattr(automation.shutil, "which", lambda name: None)
+    with pytest.raises(ConfigError) as caught:
+        automation.up("az", project_dir=tmp_path)
+    assert (
+        "lakestack:cluster.nodeSize = 'Huge'; expected one of Small, Medium, Large, XLarge, XXLarge"
+        in str(caught.value)
+    )
