@@ -71,8 +71,8 @@ def check_buildable(settings: StackSettings, *, source_dir: Path = PROJECT_DIR) 
     """
     if settings.cloud == "azure":
         raise NotBuiltError(
-            "lakestack:cloud = 'azure': the Azure stack (Synapse Spark 3.5, Event Hubs, ADLS Gen2) is not built "
-            "yet; set lakestack:cloud to aws, or use `lakestack plan` to size an Azure deployment."
+            "lakestack:cloud = 'azure' reached the AWS program; the Azure stack is declared by infra.azure.program "
+            "(infra.program.main hands over on that value)."
         )
     if settings.cluster.enabled:
         check_jobs_exist(source_dir, settings.pipelines)
@@ -100,6 +100,11 @@ def main(
         project_dir: where the stack files are; the repository root by default.
         source_dir: the checkout whose jobs are deployed; the repository root by default.
     """
+    if pulumi.Config("lakestack").get("cloud") == "azure":
+        from infra.azure.program import main as azure_main
+
+        azure_main(project_dir=project_dir)
+        return
     settings = settings_from_pulumi(project_dir=project_dir)
     check_buildable(settings, source_dir=source_dir)
     inputs = prepare(settings) if settings.cluster.enabled or settings.loadgen else ClusterInputs()

@@ -20,3 +20,13 @@ def run_program(tmp_path: Path):
 def pytest_configure(config: pytest.Config) -> None:
     # pulumi_aws warns about its own deprecated classes when the package is imported: noise, not our code.
     config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning:pulumi_aws.*")
+
+
+@pytest.fixture
+def run_azure(tmp_path: Path):
+    from azure_mocks import execute_azure_program
+
+    def run(config: dict[str, Any], **kwargs: Any) -> Run:
+        return execute_azure_program(config, tmp_path=tmp_path, **kwargs)
+
+    return run

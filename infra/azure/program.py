@@ -1,0 +1,370 @@
+"""The lakestack Pulumi program on Azure: settings in, components declared, outputs exported.
+
+``infra.program.main`` hands over here when ``lakestack:cloud`` is ``azure``. Nothing here declares resources
+at import time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pulumi
+from pulumi_azure_native import authorization, resources
+
+from infra.azure.access import Access, AccessArgs, Grant
+from infra.azure.deploy import (
+    JobDeployment,
+    JobDeploymentArgs,
+    SynapseArtifacts,
+    build_synapse_artifacts,
+    pool_requirements,
+)
+from infra.azure.eventhubs import EventHubs, EventHubsArgs
+from infra.azure.keyvault import SecretStore, SecretStoreArgs
+from infra.azure.monitoring import DiagnosticTarget, Monitoring, MonitoringArgs
+from infra.azure.private_link import ManagedPrivateEndpoints
+from infra.azure.settings import (
+    FILESYSTEMS,
+    POOL_NAME,
+    AzureStackSettings,
+    azure_settings_from_pulumi,
+)
+from infra.azure.storage import LakeStorage, LakeStorageArgs
+from infra.azure.synapse import SparkWorkspace, SparkWorkspaceArgs
+from infra.config import BRONZE_TABLE, EXPIRES_AT_TAG, PROJECT_DIR
+from infra.errors import NotBuiltError
+from infra.tags import tag_every_resource
+
+# Pipelines whose command-line flags the program knows how to fill in on Synapse.
+DEPLOYABLE = ("ingest",)
+# Key Vault secrets: the jobs' listen connection string (only the workspace identity may read it) and the load
+# generator's send connection string (only the identity that deployed the stack may read it).
+LISTEN_SECRET = "eventhubs-listen"
+SEND_SECRET = "eventhubs-send"
+OUTPUT_NAMES = (
+    "expires_at",
+    "region",
+    "resource_group",
+    "stream_name",
+    "eventhubs_namespace",
+    "kafka_bootstrap",
+    "storage_account",
+    "lake_uri",
+    "checkpoint_uri",
+    "table_uri",
+    "key_vault_name",
+    "listen_secret_name",
+    "send_secret_name",
+    "workspace_name",
+    "workspace_dev_endpoint",
+    "cluster_id",
+    "log_workspace_id",
+)
+
+
+@dataclass(frozen=True)
+class PoolInputs:
+    """Local inputs of the Spark side: the job artifacts and the pool's requirements file."""
+
+    artifacts: SynapseArtifacts
+    requirements: str
+
+
+def build_pool_inputs(settings: AzureStackSettings) -> PoolInputs:
+    """Build (or reuse from ``.lakestack/``) the wheel and launcher, and read the pool's requirements."""
+    requirements = pool_requirements(PROJECT_DIR / "pyproject.toml")
+    artifacts = build_synapse_artifacts(
+        PROJECT_DIR, PROJECT_DIR / ".lakestack" / "synapse", requirements=requirements
+    )
+    return PoolInputs(artifacts=artifacts, requirements=requirements)
+
+
+def check_buildable(settings: AzureStackSettings) -> None:
+    """Refuse, before any resource is declared, what this version cannot build or deploy."""
+    if not settings.cluster.enabled:
+        return
+    missing = [p for p in settings.pipelines if p not in DEPLOYABLE]
+    if missing:
+        raise NotBuiltError(
+            f"lakestack:pipelines includes {missing[0]!r}, which cannot be deployed to Synapse yet "
+            f"(deployable: {', '.join(DEPLOYABLE)}); remove it from the list or run it locally."
+        )
+    if not settings.allowed_ip_ranges:
+        raise NotBuiltError(
+            "lakestack:network.allowedIpRanges is empty: storage, Key Vault, Event Hubs and the Synapse "
+            "workspace deny every network not listed, and `pulumi up` uploads the job and starts it from this "
+            "machine. Add this machine's public address (e.g. the output of `curl -s https://ifconfig.me`), "
+            "or set lakestack:cluster.enabled to false to declare the stack without the Spark pool."
+        )
+
+
+def job_args(
+    pipeline: str, settings: AzureStackSettings, *, vault_name: pulumi.Input[str]
+) -> list[pulumi.Input[str]]:
+    """Command-line flags of one pipeline on Synapse (contract C8 for ingest)."""
+    hub = settings.stream.name
+    if pipeline == "ingest":
+        return [
+            "--source",
+            "kafka",
+            "--kafka-bootstrap",
+            settings.kafka_bootstrap,
+            "--topic",
+            hub,
+            "--table",
+            settings.abfss("lake", BRONZE_TABLE),
+            # Per hub: a new hub (a new partition count) starts from a checkpoint of its own.
+            "--checkpoint",
+            settings.abfss("checkpoints", f"ingest/{hub}"),
+            "--kafka-key-vault",
+            vault_name,
+            "--kafka-secret-name",
+            LISTEN_SECRET,
+        ]
+    raise NotBuiltError(f"no Synapse flags for pipeline {pipeline!r}; deployable: {', '.join(DEPLOYABLE)}")
+
+
+@dataclass(frozen=True)
+class _Core:
+    """What every Azure stack declares, whether or not it has a Spark pool."""
+
+    group: resources.ResourceGroup
+    storage: LakeStorage
+    hubs: EventHubs
+    secrets: SecretStore
+    subscription_id: pulumi.Output[str]
+    deployer_id: pulumi.Output[str]
+
+
+def _declare_core(settings: AzureStackSettings) -> _Core:
+    client = authorization.get_client_config_output()
+    group = resources.ResourceGroup(
+        "group", resource_group_name=settings.resource_group, location=settings.location
+    )
+    # The workspace's id is known before it exists; the storage firewall's resource instance rule needs it,
+    # and the workspace in turn needs the account: naming it breaks the cycle.
+    workspace_id = pulumi.Output.concat(
+        "/subscriptions/",
+        client.subscription_id,
+        "/resourceGroups/",
+        group.name,
+        "/providers/Microsoft.Synapse/workspaces/",
+        settings.workspace_name,
+    )
+    storage = LakeStorage(
+        "storage",
+        LakeStorageArgs(
+            resource_group=group.name,
+            location=settings.location,
+            account_name=settings.storage_account,
+            filesystems=FILESYSTEMS,
+            tenant_id=client.tenant_id,
+            trusted_resource_ids=[workspace_id] if settings.cluster.enabled else [],
+            allowed_ip_ranges=settings.allowed_ip_ranges,
+            firewall=settings.security.storage_firewall,
+            shared_key_access=settings.security.storage_shared_key,
+        ),
+    )
+    hubs = EventHubs(
+        "events",
+        EventHubsArgs(
+            resource_group=group.name,
+            location=settings.location,
+            settings=settings.stream,
+            allowed_ip_ranges=settings.allowed_ip_ranges,
+        ),
+    )
+    secrets = SecretStore(
+        "secrets",
+        SecretStoreArgs(
+            resource_group=group.name,
+            location=settings.location,
+            tenant_id=client.tenant_id,
+            secrets={
+                LISTEN_SECRET: hubs.connection_string("listen", group.name),
+                SEND_SECRET: hubs.connection_string("send", group.name),
+            },
+            allowed_ip_ranges=settings.allowed_ip_ranges,
+        ),
+    )
+    return _Core(group, storage, hubs, secrets, client.subscription_id, client.object_id)
+
+
+def _declare_spark(settings: AzureStackSettings, core: _Core, inputs: PoolInputs) -> SparkWorkspace:
+    storage, hubs, secrets = core.storage, core.hubs, core.secrets
+    spark = SparkWorkspace(
+        "spark",
+        SparkWorkspaceArgs(
+            resource_group=core.group.name,
+            location=settings.location,
+            workspace_name=settings.workspace_name,
+            pool_name=POOL_NAME,
+            storage_account_name=settings.storage_account,
+            storage_account_id=storage.account_id,
+            default_filesystem="workspace",
+            sizing=settings.sizing,
+            spark_version=settings.cluster.spark_version,
+            idle_timeout_minutes=settings.cluster.idle_timeout_minutes,
+            library_requirements=inputs.requirements,
+            allowed_ip_ranges=settings.allowed_ip_ranges,
+        ),
+    )
+    endpoints = ManagedPrivateEndpoints(
+        "private-endpoints",
+        workspace_name=spark.workspace_name,
+        workspace_endpoint=spark.dev_endpoint,
+        targets=[
+            {"name": "lakestack-blob", "resource_id": storage.account_id, "group_id": "blob"},
+            {"name": "lakestack-dfs", "resource_id": storage.account_id, "group_id": "dfs"},
+            {"name": "lakestack-vault", "resource_id": secrets.vault_id, "group_id": "vault"},
+            {"name": "lakestack-eventhubs", "resource_id": hubs.namespace_id, "group_id": "namespace"},
+        ],
+        # The data-plane calls come from this machine: the workspace firewall must let it in first.
+        opts=pulumi.ResourceOptions(depends_on=spark.firewall_rules),
+    )
+    fs = storage.filesystem_ids
+    ws = spark.principal_id
+    grants = [
+        *(
+            Grant(f"workspace-{role}", "Storage Blob Data Contributor", ws, fs[role], "ServicePrincipal")
+            for role in ("lake", "checkpoints", "logs", "workspace")
+        ),
+        Grant("workspace-artifacts", "Storage Blob Data Reader", ws, fs["artifacts"], "ServicePrincipal"),
+        Grant(
+            "workspace-listen-secret",
+            "Key Vault Secrets User",
+            ws,
+            secrets.secret_ids[LISTEN_SECRET],
+            "ServicePrincipal",
+        ),
+        Grant("workspace-hub", "Azure Event Hubs Data Receiver", ws, hubs.hub_id, "ServicePrincipal"),
+        Grant(
+            "deployer-artifacts",
+            "Storage Blob Data Contributor",
+            core.deployer_id,
+            fs["artifacts"],
+            settings.deployer_type,
+        ),
+    ]
+    access = Access("spark-access", AccessArgs(subscription_id=core.subscription_id, grants=grants))
+    JobDeployment(
+        "jobs",
+        JobDeploymentArgs(
+            artifacts=inputs.artifacts,
+            account_name=storage.account_name,
+            artifact_container="artifacts",
+            workspace_endpoint=spark.dev_endpoint,
+            pool_name=POOL_NAME,
+            spark_version=settings.cluster.spark_version,
+            sizing=settings.sizing,
+            parallelism=settings.parallelism,
+            job_args={p: job_args(p, settings, vault_name=secrets.vault_name) for p in settings.pipelines},
+            depends_on=[access, endpoints, spark.libraries, *spark.firewall_rules],
+        ),
+    )
+    return spark
+
+
+def declare(settings: AzureStackSettings, *, inputs: PoolInputs | None) -> dict[str, pulumi.Input[object]]:
+    """Declare the Azure stack and return its outputs (see ``OUTPUT_NAMES``).
+
+    Args:
+        settings: validated Azure settings.
+        inputs: artifacts and pool requirements; required when the settings enable the Spark pool.
+    """
+    check_buildable(settings)
+    core = _declare_core(settings)
+    spark: SparkWorkspace | None = None
+    if settings.cluster.enabled:
+        if inputs is None:
+            raise NotBuiltError("the Spark pool is enabled but no job artifacts were built (internal error)")
+        spark = _declare_spark(settings, core, inputs)
+    Access(
+        "deployer-access",
+        AccessArgs(
+            subscription_id=core.subscription_id,
+            grants=[
+                Grant(
+                    "deployer-send-secret",
+                    "Key Vault Secrets User",
+                    core.deployer_id,
+                    core.secrets.secret_ids[SEND_SECRET],
+                    settings.deployer_type,
+                )
+            ],
+        ),
+    )
+    monitoring = _declare_monitoring(settings, core, spark)
+    return {
+        "expires_at": settings.tags[EXPIRES_AT_TAG],
+        "region": settings.location,
+        "resource_group": core.group.name,
+        "stream_name": core.hubs.hub_name,
+        "eventhubs_namespace": core.hubs.namespace_name,
+        "kafka_bootstrap": pulumi.Output.concat(core.hubs.namespace_name, ".servicebus.windows.net:9093"),
+        "storage_account": core.storage.account_name,
+        "lake_uri": settings.abfss("lake"),
+        "checkpoint_uri": settings.abfss("checkpoints"),
+        "table_uri": settings.abfss("lake", BRONZE_TABLE),
+        "key_vault_name": core.secrets.vault_name,
+        "listen_secret_name": LISTEN_SECRET,
+        "send_secret_name": SEND_SECRET,
+        "workspace_name": spark.workspace_name if spark else None,
+        "workspace_dev_endpoint": spark.dev_endpoint if spark else None,
+        "cluster_id": spark.pool_id if spark else None,
+        "log_workspace_id": monitoring.workspace_id if monitoring else None,
+    }
+
+
+def _declare_monitoring(
+    settings: AzureStackSettings, core: _Core, spark: SparkWorkspace | None
+) -> Monitoring | None:
+    if not settings.security.diagnostics:
+        return None
+    targets = [
+        DiagnosticTarget(
+            "storage-blob",
+            pulumi.Output.concat(core.storage.account_id, "/blobServices/default"),
+            ["Transaction"],
+        ),
+        DiagnosticTarget("eventhubs", core.hubs.namespace_id, ["AllMetrics"]),
+        DiagnosticTarget("keyvault", core.secrets.vault_id, ["AllMetrics"]),
+    ]
+    if spark is not None:
+        targets += [
+            DiagnosticTarget("synapse", spark.workspace_id),
+            DiagnosticTarget("spark-pool", spark.pool_id),
+        ]
+    return Monitoring(
+        "monitoring",
+        MonitoringArgs(
+            resource_group=core.group.name,
+            location=settings.location,
+            workspace_name=settings.log_workspace_name,
+            retention_days=settings.security.log_retention_days,
+            targets=targets,
+        ),
+    )
+
+
+def main(
+    *,
+    prepare: Callable[[AzureStackSettings], PoolInputs] | None = None,
+    project_dir: Path | None = None,
+) -> None:
+    """Run the Azure program: read and validate the stack configuration, declare, export.
+
+    Args:
+        prepare: builds the Spark side's local inputs (:func:`build_pool_inputs` when ``None``).
+        project_dir: where the stack files are; the repository root by default.
+    """
+    settings = azure_settings_from_pulumi(project_dir=project_dir)
+    check_buildable(settings)
+    build = prepare or build_pool_inputs
+    inputs = build(settings) if settings.cluster.enabled else None
+    # The stack's tags (expiry included) on every Azure resource that takes tags, as on AWS.
+    tag_every_resource(settings.tags)
+    for name, value in declare(settings, inputs=inputs).items():
+        pulumi.export(name, value)
