@@ -1,5 +1,5 @@
-"""Errors raised by the stream sources. Every message names the stream or topic (and shard, partition or region)
-it concerns."""
+"""Errors raised by the stream sources. Every message names the stream, topic or table (and shard, partition,
+version or file) it concerns."""
 
 from __future__ import annotations
 
@@ -32,3 +32,23 @@ class KinesisReadError(SourceError):
 
 class KafkaReadError(SourceError):
     """The Kafka broker returned an error that retrying does not cure."""
+
+
+class DeltaSourceError(SourceError):
+    """Base of the Delta source's errors; every message names the table (and version or file)."""
+
+
+class DeltaTableNotFoundError(DeltaSourceError):
+    """There is no Delta table at the URI the source was given."""
+
+
+class ChangeCommitError(DeltaSourceError):
+    """A commit removes or rewrites data and the stream reads appends only."""
+
+
+class MissingDataFileError(DeltaSourceError):
+    """The log names a data file that storage no longer has (vacuumed, or deleted by hand)."""
+
+
+class DeltaLogError(DeltaSourceError):
+    """The log cannot serve the query: commits cleaned up, table replaced, unsupported features, new schema."""
