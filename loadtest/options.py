@@ -77,7 +77,20 @@ def add_arguments(parser: Any) -> None:
     add(
         "--out-of-order-rate", env_var="LAKESTACK_OUT_OF_ORDER_RATE", type=float, default=0.05, help="orders."
     )
-    add("--duplicate-rate", env_var="LAKESTACK_DUPLICATE_RATE", type=float, default=0.02, help="orders.")
+    add(
+        "--duplicate-rate",
+        env_var="LAKESTACK_DUPLICATE_RATE",
+        type=float,
+        default=0.02,
+        help="sales (an event resent as is) and orders (a change delivered twice).",
+    )
+    add(
+        "--malformed-rate",
+        env_var="LAKESTACK_MALFORMED_RATE",
+        type=float,
+        default=0.005,
+        help="sales: share of malformed records (not JSON, no event_type, a bad field ...).",
+    )
     add(
         "--max-attempts",
         env_var="LAKESTACK_MAX_ATTEMPTS",
@@ -134,6 +147,7 @@ class LoadSettings:
     fraud_rate: float = 0.01
     out_of_order_rate: float = 0.05
     duplicate_rate: float = 0.02
+    malformed_rate: float = 0.005
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     eventhubs_bootstrap: str | None = None
     eventhubs_connection_string: str | None = None
@@ -186,6 +200,7 @@ def settings_from_options(options: argparse.Namespace) -> LoadSettings:
         fraud_rate=_rate("fraud-rate", options.fraud_rate),
         out_of_order_rate=_rate("out-of-order-rate", options.out_of_order_rate),
         duplicate_rate=_rate("duplicate-rate", options.duplicate_rate),
+        malformed_rate=_rate("malformed-rate", getattr(options, "malformed_rate", 0.005)),
         max_attempts=options.max_attempts,
         eventhubs_bootstrap=options.eventhubs_bootstrap or None,
         eventhubs_connection_string=options.eventhubs_connection_string or None,

@@ -318,6 +318,7 @@ class LakestackUser(User):
             fraud_rate=settings.fraud_rate,
             out_of_order_rate=settings.out_of_order_rate,
             duplicate_rate=settings.duplicate_rate,
+            malformed_rate=settings.malformed_rate,
         )
 
     def make_producer(self, settings: LoadSettings) -> Producer:

@@ -35,11 +35,22 @@ def make_generator(
     fraud_rate: float = 0.01,
     out_of_order_rate: float = 0.05,
     duplicate_rate: float = 0.02,
+    malformed_rate: float = 0.005,
 ) -> Generator:
-    """Build the generator of ``scenario`` (one of :data:`SCENARIOS`)."""
+    """Build the generator of ``scenario`` (one of :data:`SCENARIOS`).
+
+    ``duplicate_rate`` is the share of events delivered twice (sales: the same event resent; orders: a
+    change delivered again); ``malformed_rate`` the share of malformed sales records.
+    """
     rng = random.Random(seed)
     if scenario == "sales":
-        return SalesGenerator(rng, partition=partition, clock=clock)
+        return SalesGenerator(
+            rng,
+            partition=partition,
+            clock=clock,
+            malformed_rate=malformed_rate,
+            duplicate_rate=duplicate_rate,
+        )
     if scenario == "transactions":
         return TransactionsGenerator(rng, partition=partition, clock=clock, fraud_rate=fraud_rate)
     if scenario == "orders":

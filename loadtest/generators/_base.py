@@ -32,6 +32,8 @@ class Generator(Protocol):
 class SeededGenerator:
     """What every scenario generator holds: its randomness, partition strategy, clock and event count."""
 
+    scenario: str
+
     def __init__(
         self, rng: random.Random, *, partition: PartitionStrategy, clock: Callable[[], datetime]
     ) -> None:
@@ -41,10 +43,11 @@ class SeededGenerator:
         self._count = 0
 
     def _emit(self, body: dict[str, Any], entity_id: str) -> Event:
-        """Wrap ``body`` in an event: a seeded event_id, the wall-clock event_time, the partition key."""
+        """Wrap ``body`` in an event: a seeded event_id, the wall-clock event_time, the scenario's event_type
+        (one stream may carry every scenario: pipelines pick theirs by it), the partition key."""
         event_id = seeded_uuid4(self._rng)
         event_time = iso_utc(self._clock())
-        payload = {"event_id": event_id, "event_time": event_time, **body}
+        payload = {"event_id": event_id, "event_time": event_time, "event_type": self.scenario, **body}
         self._count += 1
         key = partition_key(self._partition, entity_id, self._rng)
         return Event(event_id, event_time, key, dumps(payload))

@@ -50,7 +50,15 @@ def test_distributed_run_with_two_workers_delivers_every_ledger_id(moto_endpoint
         run_time="60s",
         max_events=1234,
         batch_size=50,
-        extra=[*distributed_extra(workers=2, master_port=port), "--only-summary"],
+        # Faults off: this test is about delivery; every payload here is a valid event with a unique id.
+        extra=[
+            *distributed_extra(workers=2, master_port=port),
+            "--only-summary",
+            "--duplicate-rate",
+            "0",
+            "--malformed-rate",
+            "0",
+        ],
     ).argv()
     procs = [subprocess.Popen(master, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)]
     procs += [

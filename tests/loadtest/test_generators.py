@@ -19,24 +19,87 @@ def test_sales_events_are_seeded_and_carry_the_contract_fields():
     first = gen.next_event()
     second = gen.next_event()
 
-    assert first.event_id == "bdd640fb-0667-4ad1-9c80-317fa3b1799d"
+    assert first.event_id == "3eb13b90-4668-4257-bdd6-40fb06671ad1"
     assert first.event_time == "2026-01-02T03:04:05.678901Z"
-    assert first.partition_key == "bc8960a923b8c1e9"
+    assert first.partition_key == "ad3c2d6d1a3d1fa7"
     assert json.loads(first.data) == {
-        "event_id": "bdd640fb-0667-4ad1-9c80-317fa3b1799d",
+        "event_id": "3eb13b90-4668-4257-bdd6-40fb06671ad1",
         "event_time": "2026-01-02T03:04:05.678901Z",
-        "SalesId": 479341424,
-        "ProductName": "Shorts",
+        "event_type": "sales",
+        "SalesId": 1581559893,
+        "ProductName": "Jersey",
         "SalesDateTime": "2026-01-02T03:04:05.678901Z",
-        "SalesAmount": 642.96,
+        "SalesAmount": 366.79,
     }
-    assert json.loads(second.data)["SalesAmount"] == 228.9
-    assert gen.ground_truth() == {"scenario": "sales", "events": 2, "total_amount": 871.86}
+    assert json.loads(second.data)["SalesAmount"] == 574.14
+    assert gen.ground_truth() == {
+        "scenario": "sales",
+        "events": 2,
+        "valid_events": 2,
+        "total_amount": 940.93,
+        "malformed": {},
+        "duplicates": {},
+        "by_product_minute": {
+            "Helmet|2026-01-02T03:04:00Z": [1, 57414],
+            "Jersey|2026-01-02T03:04:00Z": [1, 36679],
+        },
+    }
+
+
+def test_sales_without_faults_draw_nothing_for_them():
+    gen = make_generator("sales", seed=42, clock=clock, malformed_rate=0, duplicate_rate=0)
+    first = gen.next_event()
+    assert (first.event_id, json.loads(first.data)["ProductName"], json.loads(first.data)["SalesAmount"]) == (
+        "bdd640fb-0667-4ad1-9c80-317fa3b1799d",
+        "Shorts",
+        642.96,
+    )
+
+
+def test_sales_malformed_records_and_duplicates_are_labelled():
+    gen = make_generator("sales", seed=7, clock=clock, malformed_rate=0.1, duplicate_rate=0.1)
+
+    events = [gen.next_event() for _ in range(60)]
+    truth = gen.ground_truth()
+
+    assert truth["malformed"] == {
+        "7f150524-34b9-45df-9e77-69b10f4205b4": "not_object",
+        "c5b2e75a-0acd-4be1-86e4-099030f97058": "missing_field",
+        "816bee06-f92e-4339-9cce-a098535b6a43": "wrong_type",
+        "8dd63cb9-5685-4624-84fc-d5555daf106d": "not_utf8",
+        "16ac4191-a26a-40ae-844f-1574f037afc6": "impossible_value",
+    }
+    spoiled = {e.event_id: e.data for e in events if e.event_id in truth["malformed"]}
+    assert (
+        spoiled["7f150524-34b9-45df-9e77-69b10f4205b4"] == b'["7f150524-34b9-45df-9e77-69b10f4205b4", 1121.9]'
+    )
+    assert "SalesAmount" not in json.loads(spoiled["c5b2e75a-0acd-4be1-86e4-099030f97058"])
+    assert json.loads(spoiled["816bee06-f92e-4339-9cce-a098535b6a43"])["SalesAmount"] == "twelve"
+    assert json.loads(spoiled["16ac4191-a26a-40ae-844f-1574f037afc6"])["SalesAmount"] < 0
+    with pytest.raises(UnicodeDecodeError):
+        spoiled["8dd63cb9-5685-4624-84fc-d5555daf106d"].decode()
+    # A duplicate is the same event sent again: same id, same bytes.
+    ids = [e.event_id for e in events]
+    assert {i: ids.count(i) - 1 for i in set(ids) if ids.count(i) > 1} == truth["duplicates"]
+    assert sum(truth["duplicates"].values()) == 9
+    first_sends = {e.event_id: e for e in reversed(events)}
+    valid = [json.loads(e.data) for e in first_sends.values() if e.event_id not in truth["malformed"]]
+    assert len(valid) == truth["valid_events"] == 46
+    assert sum(round(v["SalesAmount"] * 100) for v in valid) == sum(
+        c for _, c in truth["by_product_minute"].values()
+    )
+    assert sum(n for n, _ in truth["by_product_minute"].values()) == 46
 
 
 def test_sales_entity_partitioning_keys_by_product():
     gen = make_generator("sales", seed=42, clock=clock, partition="entity")
-    assert gen.next_event().partition_key == "Shorts"
+    assert gen.next_event().partition_key == "Jersey"
+
+
+def test_every_scenario_names_its_event_type():
+    for scenario in ("sales", "transactions", "orders"):
+        event = make_generator(scenario, seed=1, clock=clock, malformed_rate=0).next_event()
+        assert json.loads(event.data)["event_type"] == scenario
 
 
 def _rule_matches(transactions: list[dict]) -> set[str]:
