@@ -15,8 +15,15 @@ def _ingest(argv: Sequence[str]) -> int:
     return ingest.main(argv)
 
 
+def _sales(argv: Sequence[str]) -> int:
+    from jobs.pipelines import sales
+
+    return sales.main(argv)
+
+
 JOBS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
     "ingest": (_ingest, "Kinesis stream -> bronze Delta table, exactly once"),
+    "sales": (_sales, "bronze -> silver sales, sales_quarantine, gold sales_by_product_minute"),
 }
 
 

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlparse
 
 from jobs._options import parse_bool
@@ -40,6 +40,17 @@ BRONZE_COLUMNS: tuple[str, ...] = (
     "ingest_time",
     "batch_id",
 )
+
+
+def bronze_schema() -> Any:
+    """The bronze table's Arrow schema (the ingest job creates the table with it at start-up)."""
+    import pyarrow as pa
+
+    utc = pa.timestamp("us", tz="UTC")
+    kinds = [pa.binary(), pa.string(), pa.string(), pa.string(), utc, utc, pa.int64()]
+    return pa.schema([pa.field(name, kind) for name, kind in zip(BRONZE_COLUMNS, kinds, strict=True)])
+
+
 _TRIGGER = re.compile(r"^(available-now|processing-time=(\d+(?:\.\d+)?)s)$")
 _DRAIN_POLL = "500 milliseconds"
 
@@ -236,17 +247,20 @@ def _log_source_metrics(settings: IngestSettings, batch_id: int) -> None:
         )
 
 
-def make_batch_writer(spark: SparkSession, settings: IngestSettings) -> Callable[[DataFrame, int], None]:
-    """Return the idempotent foreachBatch function that appends each micro-batch to the bronze table."""
-    from jobs.lake import DeltaRsEngine, foreach_batch_writer, storage_options_for
+def _table_options(settings: IngestSettings) -> dict[str, str]:
+    from jobs.lake import storage_options_for
 
     # The endpoint and region say where the stream is; they describe the table only when it is on S3 too.
     if urlparse(settings.table).scheme in ("s3", "s3a"):
-        options = storage_options_for(
-            settings.table, endpoint_url=settings.endpoint_url, region=settings.region
-        )
-    else:
-        options = storage_options_for(settings.table)
+        return storage_options_for(settings.table, endpoint_url=settings.endpoint_url, region=settings.region)
+    return storage_options_for(settings.table)
+
+
+def make_batch_writer(spark: SparkSession, settings: IngestSettings) -> Callable[[DataFrame, int], None]:
+    """Return the idempotent foreachBatch function that appends each micro-batch to the bronze table."""
+    from jobs.lake import DeltaRsEngine, foreach_batch_writer
+
+    options = _table_options(settings)
     writer: Callable[[DataFrame, int], None] | None = None
 
     def write(batch: DataFrame, batch_id: int) -> None:
@@ -295,7 +309,13 @@ def stream_label(settings: IngestSettings) -> str:
 
 
 def start(spark: SparkSession, settings: IngestSettings) -> StreamingQuery:
-    """Start the ingest query and return it (the caller waits on or stops it)."""
+    """Create the bronze table if missing, start the ingest query and return it (the caller waits on or stops it).
+
+    The table exists from start-up on, so jobs that read bronze (``sales``, ...) can start before any record.
+    """
+    from jobs.lake import DeltaRsEngine
+
+    DeltaRsEngine().table(settings.table, storage_options=_table_options(settings)).create(bronze_schema())
     records = read_records(spark, settings)
     spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "0")
     writer = (
@@ -382,4 +402,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run(settings_from_args(args))
 
 
-__all__ = ["BRONZE_COLUMNS", "IngestSettings", "add_arguments", "main", "run", "settings_from_args", "start"]
+__all__ = [
+    "BRONZE_COLUMNS",
+    "IngestSettings",
+    "add_arguments",
+    "bronze_schema",
+    "main",
+    "run",
+    "settings_from_args",
+    "start",
+]

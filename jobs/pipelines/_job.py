@@ -1,0 +1,192 @@
+"""What every Delta -> Delta pipeline job shares (contract C3): the common flags, storage options per URI,
+the query's transaction identity, per-batch metrics next to the checkpoint, and the run loop.
+
+    python -m jobs <pipeline> --source-table URI --lake URI --checkpoint PATH
+        [--trigger available-now | processing-time=<N>s] [--endpoint-url URL] [--region R] [pipeline flags]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import signal
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+import pyarrow.fs as pafs
+
+from jobs._files import filesystem_for, join
+from jobs.errors import JobError, SettingsError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+log = logging.getLogger(__name__)
+
+_TRIGGER = re.compile(r"^(available-now|processing-time=(\d+(?:\.\d+)?)s)$")
+# A bounded run is a fast processing-time trigger stopped once a trigger finds nothing new (Spark 4.0 runs a
+# Python source only once under Trigger.AvailableNow); see jobs.ingest.caught_up.
+DRAIN_POLL = "500 milliseconds"
+METRICS_DIR = "pipeline/metrics"
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """The flags every pipeline job takes, validated once (pipelines hold one and add their own)."""
+
+    source_table: str
+    lake: str
+    checkpoint: str
+    trigger: str = "processing-time=5s"
+    endpoint_url: str | None = None
+    region: str | None = None
+
+    def __post_init__(self) -> None:
+        for flag, value in (("--source-table", self.source_table), ("--lake", self.lake)):
+            if not value:
+                raise SettingsError(
+                    f"{flag}: expected a URI (a path, s3://... or abfss://...), found nothing."
+                )
+        if not self.checkpoint:
+            raise SettingsError("--checkpoint: expected a checkpoint path or URI, found nothing.")
+        if not _TRIGGER.match(self.trigger):
+            raise SettingsError(
+                f"--trigger: expected 'available-now' or 'processing-time=<N>s' (e.g. processing-time=5s), "
+                f"found {self.trigger!r}."
+            )
+
+    @property
+    def available_now(self) -> bool:
+        return self.trigger == "available-now"
+
+    @property
+    def interval(self) -> str:
+        """The Spark trigger interval this trigger runs with."""
+        if self.available_now:
+            return DRAIN_POLL
+        match = _TRIGGER.match(self.trigger)
+        seconds = float(match.group(2)) if match and match.group(2) else 5.0
+        return f"{seconds:g} seconds"
+
+    def table(self, name: str) -> str:
+        """The URI of one of the pipeline's tables under ``--lake``."""
+        return f"{self.lake.rstrip('/')}/{name}"
+
+    def storage_options(self, uri: str) -> dict[str, str]:
+        """delta-rs storage options for ``uri``: the endpoint and region apply to s3:// URIs only."""
+        from jobs.lake import storage_options_for
+
+        if urlparse(uri).scheme in ("s3", "s3a"):
+            return storage_options_for(uri, endpoint_url=self.endpoint_url, region=self.region)
+        return storage_options_for(uri)
+
+
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of contract C3."""
+    parser.add_argument("--source-table", required=True, help="the Delta table to read (bronze), a URI")
+    parser.add_argument(
+        "--lake", required=True, help="where the pipeline's tables go (path, s3://, abfss://)"
+    )
+    parser.add_argument("--checkpoint", required=True, help="Spark checkpoint location for this query")
+    parser.add_argument(
+        "--trigger",
+        default="processing-time=5s",
+        help="'available-now' (process what is there, commit, stop) or 'processing-time=<N>s' (default: %(default)s)",
+    )
+    parser.add_argument("--endpoint-url", default=None, help="S3 endpoint for an emulator (s3:// URIs only)")
+    parser.add_argument("--region", default=None, help="AWS region of s3:// tables")
+
+
+def common_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments of :class:`JobSettings` from parsed flags."""
+    return {
+        "source_table": args.source_table,
+        "lake": args.lake,
+        "checkpoint": args.checkpoint,
+        "trigger": args.trigger,
+        "endpoint_url": args.endpoint_url,
+        "region": args.region,
+    }
+
+
+def query_app_id(spark: SparkSession, checkpoint: str, pipeline: str) -> str:
+    """The transaction app id of a query: its id from Spark's checkpoint metadata.
+
+    A new checkpoint is a new query (batch ids from 0 again), so its batches are never mistaken for ones an
+    earlier query committed.
+    """
+    row = spark.read.text(f"{checkpoint.rstrip('/')}/metadata").first()
+    if row is None:
+        raise JobError(f"expected Spark's query metadata in {checkpoint}/metadata, found an empty file.")
+    return f"lakestack-{pipeline}-{json.loads(row[0])['id']}"
+
+
+class BatchMetrics:
+    """Per-micro-batch figures a pipeline writes next to its checkpoint (``pipeline/metrics/batch-<id>.json``).
+
+    Written before the batch's last table commit and overwritten by a replay, so every committed batch has
+    exactly one file. Spark gives foreachBatch jobs no other durable place for their own counts.
+    """
+
+    def __init__(self, checkpoint: str, storage_options: Mapping[str, str] | None = None) -> None:
+        self._fs, self._root = filesystem_for(checkpoint, storage_options)
+
+    def _path(self, batch_id: int) -> str:
+        return join(self._root, f"{METRICS_DIR}/batch-{batch_id:010d}.json")
+
+    def write(self, batch_id: int, metrics: Mapping[str, Any]) -> None:
+        path = self._path(batch_id)
+        if isinstance(self._fs, pafs.LocalFileSystem):
+            self._fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+        with self._fs.open_output_stream(path) as out:
+            out.write(json.dumps(dict(metrics), sort_keys=True).encode())
+
+    def read_all(self) -> list[dict[str, Any]]:
+        """Every batch's figures, oldest first."""
+        selector = pafs.FileSelector(join(self._root, METRICS_DIR), allow_not_found=True)
+        paths = sorted(i.path for i in self._fs.get_file_info(selector) if i.path.endswith(".json"))
+        found = []
+        for path in paths:
+            with self._fs.open_input_stream(path) as stream:
+                found.append(json.loads(stream.read()))
+        return found
+
+
+def run_until_done(query: StreamingQuery, settings: JobSettings, *, name: str) -> int:
+    """Wait on a started query: until a trigger finds nothing new (available-now) or SIGINT/SIGTERM.
+
+    Every batch is committed in foreachBatch before its trigger ends, so a bounded run that stops here has
+    committed everything it read. Returns 0; raises the query's error when it failed.
+    """
+    from jobs.ingest import caught_up
+
+    stop_requested = threading.Event()
+
+    def request_stop(signum: int, _frame: object) -> None:
+        log.info("%s: %s received, stopping after the current micro-batch", name, signal.Signals(signum).name)
+        stop_requested.set()
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while query.isActive and not stop_requested.is_set():
+            # Seconds; PySpark takes a float although its annotation says int.
+            query.awaitTermination(0.25 if settings.available_now else 1)  # type: ignore[arg-type]
+            if settings.available_now and caught_up(query):
+                log.info("%s: caught up with %s (available-now), stopping", name, settings.source_table)
+                break
+        if query.isActive:
+            query.stop()
+        error = query.exception()
+        if error is not None:
+            raise error
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    log.info("%s: stopped; the next run resumes from checkpoint %s", name, settings.checkpoint)
+    return 0
