@@ -389,6 +389,16 @@ def _inspect(table_uri: str, storage_options: Mapping[str, str]) -> _TableInfo:
     return _TableInfo(str(table.metadata().id), json.loads(table.schema().to_json()), int(table.version()))
 
 
+def _register(spark: SparkSession) -> None:
+    # Once per session: registering again works but logs a warning per call.
+    try:
+        known = bool(spark._jsparkSession.sessionState().dataSourceManager().dataSourceExists(FORMAT))
+    except Exception:  # Spark Connect, or an internal API that moved: register, as the public API does.
+        known = False
+    if not known:
+        spark.dataSource.register(DeltaDataSource)
+
+
 def _parallelism(spark: SparkSession) -> int:
     try:
         return max(1, int(spark.sparkContext.defaultParallelism))
@@ -503,7 +513,7 @@ def read_delta_stream(  # noqa: PLR0913 -- keyword-only source options, as DataS
         checkpoint_location=checkpoint_location,
         min_partitions=_parallelism(spark),
     )
-    spark.dataSource.register(DeltaDataSource)
+    _register(spark)
     schema = _stream_struct(info.schema, change_feed=read_change_feed)
     return spark.readStream.format(FORMAT).schema(schema).options(**settings.to_options()).load()
 
@@ -538,7 +548,7 @@ def read_delta(
         version=version if version is not None else info.latest,
         min_partitions=_parallelism(spark),
     )
-    spark.dataSource.register(DeltaDataSource)
+    _register(spark)
     return spark.read.format(FORMAT).schema(table_struct(schema)).options(**settings.to_options()).load()
 
 
