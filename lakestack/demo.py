@@ -1,29 +1,31 @@
 """`lakestack demo`: the whole pipeline on one machine, then a reconciled report.
 
 Emulators (``--cloud aws``: moto server; ``--cloud azure``: Azurite + a Kafka-protocol broker, see
-``lakestack.targets``) -> Locust sends sales events -> Spark ingest job (Delta bronze table through delta-rs)
-runs while events flow -> drain -> reconcile the ledger of acknowledged event ids against the table -> report
-(terminal, reports/<timestamp>/report.{json,md}).
+``lakestack.targets``) -> Locust sends each needed scenario's events (one Locust per scenario, at once) ->
+Spark runs the ingest job (Delta bronze table through delta-rs) and every
+selected pipeline (``--pipelines``, plug-ins in ``lakestack.demo_pipelines``) while events flow -> drain, in
+pipeline order -> reconcile: ingest by bronze position against the ledgers, each pipeline against its
+scenario's ground truth -> report (terminal, reports/<timestamp>/report.{json,md}).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
+import functools
 import os
 import subprocess
 import sys
 import time
-from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
+from lakestack.demo_pipelines import Loads, RunContext, ScenarioLoad, scenarios_for, select
+from lakestack.demo_pipelines.ingest import IngestPipeline
 from lakestack.emulator import FaultSpec
 from lakestack.errors import RunFailedError
-from lakestack.reconcile import reconcile
 from lakestack.report import RunReport
 from lakestack.targets import Cloud, LoadPlan, LocalTarget, start_target
 
@@ -31,7 +33,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-    from loadtest.ledger import LedgerEntry
 
 _TRIGGER = "processing-time=1s"
 _DRAIN_TIMEOUT_S = 120.0
@@ -39,6 +40,8 @@ _DRAIN_TIMEOUT_S = 120.0
 
 @dataclass(frozen=True)
 class DemoSettings:
+    """One demo run. ``events``, ``rate`` and ``users`` are per scenario; ``pipelines`` None means all."""
+
     events: int = 10_000
     rate: float = 1_000.0
     users: int = 4
@@ -46,6 +49,7 @@ class DemoSettings:
     reports_dir: Path = Path("reports")
     keep_emulator: bool = False
     max_records_per_shard: int = 10_000
+    pipelines: tuple[str, ...] | None = None
     # Faults the emulator injects once provisioned (None: none), and the seed of their generator.
     faults: FaultSpec | None = None
     faults_seed: int | None = None
@@ -139,54 +143,6 @@ def _wait_for(
     return condition()
 
 
-@dataclass(frozen=True)
-class _Landed:
-    event_ids: list[str]
-    latencies_s: list[float]
-    files: int
-    version: int
-    first_event_s: float | None
-    last_commit_s: float | None
-
-
-def _landed_rows(table_uri: str, storage_options: dict[str, str]) -> _Landed:
-    """Event ids, latencies (event_time -> commit timestamp), files and version of the bronze table."""
-    from deltalake import DeltaTable
-
-    from jobs.lake import DeltaRsEngine
-
-    table = DeltaTable(table_uri, storage_options=storage_options)
-    commit_time = {
-        record.batch_id: record.timestamp.timestamp()
-        for record in DeltaRsEngine().table(table_uri, storage_options=storage_options).commits()
-        if record.batch_id is not None
-    }
-    # Through the dataset: to_pyarrow_table() on an abfss:// table can abort the interpreter at exit
-    # (delta-rs 1.6 with pyarrow's I/O threads).
-    data = table.to_pyarrow_dataset().to_table(columns=["data", "batch_id"]).to_pydict()
-    ids: list[str] = []
-    latencies: list[float] = []
-    first_event: float | None = None
-    last_commit: float | None = None
-    for payload, batch_id in zip(data["data"], data["batch_id"], strict=True):
-        event = json.loads(payload)
-        ids.append(event["event_id"])
-        sent = datetime.fromisoformat(event["event_time"]).timestamp()
-        first_event = sent if first_event is None else min(first_event, sent)
-        committed = commit_time.get(batch_id)
-        if committed is not None:
-            latencies.append(committed - sent)
-            last_commit = committed if last_commit is None else max(last_commit, committed)
-    return _Landed(ids, latencies, len(table.file_uris()), table.version(), first_event, last_commit)
-
-
-def _send_rate(entries: list[LedgerEntry]) -> float | None:
-    """Acknowledged events per second of generation time (first to last `event_time`)."""
-    stamps = [datetime.fromisoformat(entry.event_time).timestamp() for entry in entries]
-    span = max(stamps) - min(stamps) if len(stamps) > 1 else 0.0
-    return round(len(stamps) / span, 1) if span > 0 else None
-
-
 @contextlib.contextmanager
 def _scoped_environ(values: Mapping[str, str]) -> Iterator[None]:
     """Set ``values`` in this process's environment for the run only; what was there before comes back.
@@ -210,14 +166,16 @@ def _scoped_environ(values: Mapping[str, str]) -> Iterator[None]:
 class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
     """One demo run, as named steps; the context owns the emulator, Spark and Locust and stops them all.
 
-    Steps, in order: :meth:`start_emulator`, :meth:`start_ingest`, :meth:`send_load`, :meth:`drain`,
-    :meth:`report`. Leaving the context (normally or on an error) stops the Locust process, the query,
+    Steps, in order: :meth:`start_emulator`, :meth:`start_pipelines`, :meth:`send_load`, :meth:`drain`,
+    :meth:`report`. Leaving the context (normally or on an error) stops the Locust processes, the queries,
     Spark and the emulator (unless ``keep_emulator``), in that order, and restores the environment.
     """
 
     def __init__(self, settings: DemoSettings, show: Progress) -> None:
         self.settings = settings
         self.show = show
+        self.pipelines = select(settings.pipelines)
+        self.scenarios = scenarios_for(self.pipelines)
         self.started_at = datetime.now(UTC)
         self.run_dir = settings.reports_dir / self.started_at.strftime("%Y%m%dT%H%M%SZ")
         self.ledger_dir = self.run_dir / "ledger"
@@ -226,19 +184,20 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
         self._stack = contextlib.ExitStack()
         self._target: LocalTarget | None = None
         self._spark: SparkSession | None = None
-        self._query: StreamingQuery | None = None
-        self._ingested: _Ingested | None = None
+        self._context: RunContext | None = None
+        self.queries: dict[str, StreamingQuery] = {}
+        self._read: dict[str, _Ingested] = {}
 
     def __enter__(self) -> DemoRun:
         self.ledger_dir.mkdir(parents=True, exist_ok=True)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        query, spark = self._query, self._spark
-        if query is not None and query.isActive:
-            query.stop()
-        if spark is not None:
-            spark.stop()
+        for query in reversed(list(self.queries.values())):
+            if query.isActive:
+                query.stop()
+        if self._spark is not None:
+            self._spark.stop()
         self._stack.close()
 
     @property
@@ -248,10 +207,10 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
         return self._target
 
     @property
-    def query(self) -> StreamingQuery:
-        if self._query is None:
-            raise RunFailedError("the demo's steps ran out of order: the ingest job is not started.")
-        return self._query
+    def context(self) -> RunContext:
+        if self._context is None:
+            raise RunFailedError("the demo's steps ran out of order: the pipelines are not started.")
+        return self._context
 
     def start_emulator(self) -> None:
         target = start_target(
@@ -277,30 +236,33 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
         if kept:
             self.show.step(kept)
 
-    def start_ingest(self) -> None:
-        from jobs import ingest
+    def start_pipelines(self) -> None:
+        """Start Spark, then each pipeline's query in order (ingest first: it creates the bronze table)."""
         from jobs.session import build_session
 
-        self.show.step("starting Spark (local mode) and the ingest job")
-        spark = build_session("lakestack-demo")
-        self._spark = spark
-        job = self.target.ingest_settings(
-            checkpoint=str((self.run_dir / "checkpoint").resolve()),
+        target = self.target
+        names = ", ".join(p.name for p in self.pipelines)
+        self.show.step(f"starting Spark (local mode) and the pipelines: {names}")
+        self._spark = build_session("lakestack-demo")
+        self._context = RunContext(
+            spark=self._spark,
+            run_dir=self.run_dir,
+            target=target,
+            lake=str((self.run_dir / "lake").resolve()),
             trigger=_TRIGGER,
-            max_records=self.settings.max_records_per_shard,
+            max_records_per_shard=self.settings.max_records_per_shard,
         )
-        query = ingest.start(spark, job)
-        self._query = query
-        self._ingested = _Ingested(query)
-        # Let the first (empty) trigger pay for Python worker start-up before events flow, so latency
-        # measures the pipeline's steady state rather than Spark's cold start.
-        _wait_for(
-            lambda: query.lastProgress is not None or query.exception() is not None,
-            timeout_s=120,
-            tick=lambda: self.show.line("waiting for the ingest job's first trigger"),
-        )
+        for pipeline in self.pipelines:
+            query = pipeline.start(self._context)
+            self.queries[pipeline.name] = query
+            self._read[pipeline.name] = _Ingested(query)
+        # Let the first (empty) triggers pay for Python worker start-up before events flow, so latency
+        # measures the pipelines' steady state rather than Spark's cold start.
+        for name, query in self.queries.items():
+            message = f"waiting for the {name} job's first trigger"
+            _wait_for(_first_trigger(query), timeout_s=120, tick=functools.partial(self.show.line, message))
 
-    def _locust_argv(self) -> list[str]:
+    def _locust_argv(self, scenario: str) -> list[str]:
         settings = self.settings
         run_time_cap = max(60, int(4 * settings.events / settings.rate) + 30)
         plan = LoadPlan(
@@ -309,144 +271,164 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
             run_time=f"{run_time_cap}s",
             max_events=settings.events,
             target_rate=settings.rate,
-            csv_prefix=str(self.run_dir / "locust"),
-            html=str(self.run_dir / "locust.html"),
+            csv_prefix=str(self.run_dir / f"locust-{scenario}"),
+            html=str(self.run_dir / f"locust-{scenario}.html"),
+            scenario=scenario,
         )
         return self.target.locust_run(plan).argv()
 
+    def _status(self, sent: int) -> str:
+        read = " | ".join(f"{name} read {counter.update():,}" for name, counter in self._read.items())
+        return f"sent {sent:,}/{self.settings.events * len(self.scenarios):,} acknowledged | {read}"
+
     def send_load(self) -> int:
-        """Run Locust to its event budget while the job ingests; return the events acknowledged."""
-        settings, query = self.settings, self.query
-        ingested, acked = self._counter(), _LedgerCount(self.ledger_dir)
+        """Run one Locust per scenario, at once, to its event budget while the jobs run; return the
+        events acknowledged."""
+        settings = self.settings
+        # One ledger folder for every Locust: each process writes its own files (ledger-, truth-<scenario>-).
+        acked = _LedgerCount(self.ledger_dir)
         self.show.step(
-            f"sending {settings.events:,} sales events at {settings.rate:,.0f}/s with Locust ({settings.users} users)"
+            f"sending {settings.events:,} events of each of {', '.join(self.scenarios)} at {settings.rate:,.0f}/s "
+            f"with Locust ({settings.users} users each)"
         )
         send_started = time.monotonic()
-        log_path = self.run_dir / "locust.log"
-        with log_path.open("wb") as locust_log:
-            locust = subprocess.Popen(
-                self._locust_argv(),
-                stdout=locust_log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env={**os.environ, **self.environment()},
-            )
+        with contextlib.ExitStack() as logs:
+            processes: dict[str, subprocess.Popen[bytes]] = {}
+            for scenario in self.scenarios:
+                log_file = logs.enter_context((self.run_dir / f"locust-{scenario}.log").open("wb"))
+                processes[scenario] = subprocess.Popen(
+                    self._locust_argv(scenario),
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env={**os.environ, **self.environment()},
+                )
             try:
-                while locust.poll() is None:
-                    self.show.line(
-                        f"sent {acked.update():,}/{settings.events:,} acknowledged | ingested {ingested.update():,}"
-                    )
-                    if query.exception() is not None:
+                while any(p.poll() is None for p in processes.values()):
+                    self.show.line(self._status(acked.update()))
+                    if any(q.exception() is not None for q in self.queries.values()):
                         break
                     time.sleep(0.5)
             finally:
-                if locust.poll() is None:
-                    locust.terminate()
-                locust.wait(timeout=30)
-        acked_total = acked.update()
-        if locust.returncode != 0:
-            self.notes.append(f"Locust exited with status {locust.returncode}; see {log_path}")
+                for process in processes.values():
+                    if process.poll() is None:
+                        process.terminate()
+                    process.wait(timeout=30)
+        for scenario, process in processes.items():
+            if process.returncode != 0:
+                self.notes.append(
+                    f"Locust ({scenario}) exited with status {process.returncode}; see "
+                    f"{self.run_dir / f'locust-{scenario}.log'}"
+                )
+        total = acked.update()
         self.show.step(
-            f"Locust done: {acked_total:,} events acknowledged in {time.monotonic() - send_started:.1f}s; "
-            "draining the stream"
+            f"Locust done: {total:,} events acknowledged in {time.monotonic() - send_started:.1f}s; "
+            "draining the pipelines"
         )
-        return acked_total
-
-    def _counter(self) -> _Ingested:
-        if self._ingested is None:
-            raise RunFailedError("the demo's steps ran out of order: the ingest job is not started.")
-        return self._ingested
+        return total
 
     def drain(self, acked_total: int) -> None:
-        """Wait until the job has read everything sent, then stop it.
+        """Wait until each pipeline has read everything its upstream wrote, in order, then stop them.
+
+        A query has drained when a trigger that started after its upstream drained found nothing new.
 
         Raises:
-            RunFailedError: the ingest query failed.
+            RunFailedError: a query failed.
         """
         from jobs import ingest
 
-        query, ingested = self.query, self._counter()
-        sent_by = datetime.now(UTC)
+        since = datetime.now(UTC)
+        for name, query in self.queries.items():
+            counter = self._read[name]
 
-        def caught_up() -> bool:
-            return query.exception() is not None or ingest.caught_up(query, since=sent_by)
+            def caught_up(q: StreamingQuery = query, t: datetime = since) -> bool:
+                return q.exception() is not None or ingest.caught_up(q, since=t)
 
-        def tick() -> None:
-            self.show.line(f"draining: ingested {ingested.update():,}/{acked_total:,}")
+            def tick(n: str = name, c: _Ingested = counter) -> None:
+                self.show.line(f"draining {n}: read {c.update():,} (acknowledged {acked_total:,})")
 
-        if not _wait_for(caught_up, timeout_s=_DRAIN_TIMEOUT_S, tick=tick):
-            self.notes.append(f"the stream was not drained within {_DRAIN_TIMEOUT_S:.0f}s")
-        error = query.exception()
-        query.stop()
-        if error is not None:
-            raise RunFailedError(
-                f"the ingest query failed: {error}. Its checkpoint and logs are in {self.run_dir}."
-            )
-        ingested.update()
+            if not _wait_for(caught_up, timeout_s=_DRAIN_TIMEOUT_S, tick=tick):
+                self.notes.append(f"{name} did not drain within {_DRAIN_TIMEOUT_S:.0f}s")
+            error = query.exception()
+            if error is not None:
+                raise RunFailedError(
+                    f"the {name} query failed: {error}. Its checkpoint and logs are in {self.run_dir}."
+                )
+            counter.update()
+            since = datetime.now(UTC)
+        for query in reversed(list(self.queries.values())):
+            query.stop()
 
     def report(self) -> RunReport:
-        """Reconcile the ledger of acknowledged events against the bronze table."""
-        from loadtest.ledger import read_ledger
-
-        table_uri = self.target.table_uri
+        """Reconcile ingest by position against the ledgers and check every pipeline against its truth."""
+        # Stops fault injection first, so the reads that reconcile the run are not faulted.
         faults = self.target.fault_report(
-            ledger_dir=self.ledger_dir, checkpoint=str((self.run_dir / "checkpoint").resolve())
+            ledger_dir=self.ledger_dir, checkpoint=self.context.checkpoint(IngestPipeline.name)
         )
-        self.show.step("reconciling the ledger against the table")
-        entries = read_ledger(self.ledger_dir)
-        landed = _landed_rows(table_uri, self.target.storage_options())
-        result = reconcile([entry.event_id for entry in entries], landed.event_ids)
-        self.notes.extend(_stream_notes(entries, result.missing_sample))
-        span = (
-            landed.last_commit_s - landed.first_event_s
-            if landed.last_commit_s is not None and landed.first_event_s is not None
-            else None
-        )
-        return RunReport.build(
-            result,
-            latencies_s=landed.latencies_s,
-            throughput_eps=round(result.landed / span, 1) if span else None,
-            send_rate_eps=_send_rate(entries),
-            table_uri=table_uri,
-            files=landed.files,
-            table_version=landed.version,
-            micro_batches=self._counter().batches,
+        self.show.step("reconciling: ingest against the ledgers, each pipeline against its ground truth")
+        loads = Loads({s: ScenarioLoad.read(s, self.ledger_dir) for s in self.scenarios})
+        figures: dict[str, dict[str, Any]] = {}
+        for pipeline in self.pipelines:
+            self.show.line(f"checking {pipeline.name}", force=True)
+            figures[pipeline.name] = pipeline.check(self.context, loads)
+        ingest = figures[IngestPipeline.name]
+        return RunReport(
+            events_sent=ingest["events_sent"],
+            events_landed=ingest["events_landed"],
+            missing=ingest["missing"],
+            duplicates=ingest["duplicates"],
+            unacknowledged=ingest["unacknowledged"],
+            latency_p50_s=ingest["latency_p50_s"],
+            latency_p95_s=ingest["latency_p95_s"],
+            latency_p99_s=ingest["latency_p99_s"],
+            throughput_eps=ingest["throughput_eps"],
+            send_rate_eps=ingest["send_rate_eps"],
+            table_uri=ingest["table_uri"],
+            files=ingest["files"],
+            table_version=ingest["table_version"],
+            micro_batches=self._read[IngestPipeline.name].batches,
             duration_s=round(time.monotonic() - self._clock, 1),
             started_at=self.started_at.isoformat(timespec="seconds"),
-            notes=tuple(self.notes),
+            missing_sample=tuple(ingest["missing_sample"]),
+            duplicate_sample=tuple(ingest["duplicate_sample"]),
+            notes=tuple([*ingest["notes"], *self.notes]),
             faults=faults,
+            pipelines={
+                name: {k: v for k, v in f.items() if k not in _TOP_LEVEL} for name, f in figures.items()
+            },
         )
 
 
-def _stream_notes(entries: list[LedgerEntry], missing: Sequence[str]) -> list[str]:
-    """Positions the stream acknowledged twice, and where each missing event was acknowledged."""
-    notes: list[str] = []
-    positions = Counter((entry.shard_id, entry.sequence_number) for entry in entries)
-    reused = sorted(position for position, count in positions.items() if count > 1)
-    if reused:
-        # Two events acknowledged at one position: the stream itself kept only one of them.
-        shown = ", ".join(f"{shard}@{sequence}" for shard, sequence in reused[:3])
-        notes.append(f"the stream acknowledged {len(reused)} position(s) twice ({shown}): it lost events")
-    where = {entry.event_id: entry for entry in entries}
-    for event_id in missing:
-        entry = where[event_id]
-        notes.append(
-            f"missing {event_id}: acknowledged in {entry.shard_id} at sequence {entry.sequence_number}"
-        )
-    return notes
+def _first_trigger(query: StreamingQuery) -> Callable[[], bool]:
+    return lambda: query.lastProgress is not None or query.exception() is not None
+
+
+# Ingest figures that are the report's own top-level keys; pipelines["ingest"] keeps the rest.
+_TOP_LEVEL = frozenset(
+    {
+        "events_sent",
+        "events_landed",
+        "missing_sample",
+        "duplicate_sample",
+        "notes",
+        "table_uri",
+        "send_rate_eps",
+    }
+)
 
 
 def run_demo(settings: DemoSettings, *, progress: Progress | None = None) -> RunReport:
     """Run the demo end to end and return its report (also written under `settings.reports_dir`).
 
     Raises:
-        RunFailedError: the ingest query failed.
+        RunFailedError: a pipeline's query failed.
         EmulatorError: the emulator could not start.
+        UserError: ``--pipelines`` names a pipeline that does not exist.
     """
     show = progress or Progress()
     with DemoRun(settings, show) as run:
         run.start_emulator()
-        run.start_ingest()
+        run.start_pipelines()
         acked_total = run.send_load()
         run.drain(acked_total)
         report = run.report()

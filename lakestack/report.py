@@ -50,6 +50,8 @@ class RunReport:
     notes: tuple[str, ...] = field(default_factory=tuple)
     # Faults the emulator injected and what the clients counted (lakestack.fault_report); None without faults.
     faults: dict[str, Any] | None = None
+    # One entry per pipeline the run checked (``ok`` and its figures); ingest's are also the top-level keys.
+    pipelines: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -78,7 +80,14 @@ class RunReport:
 
     @property
     def ok(self) -> bool:
-        return self.missing == 0 and self.duplicates == 0
+        """Every acknowledged event landed once, and every pipeline checked passed."""
+        return (
+            self.missing == 0 and self.duplicates == 0 and all(p.get("ok") for p in self.pipelines.values())
+        )
+
+    @property
+    def failed_pipelines(self) -> list[str]:
+        return [name for name, figures in self.pipelines.items() if not figures.get("ok")]
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -114,20 +123,49 @@ class RunReport:
         ]
 
     def verdict(self) -> str:
+        checked = [name for name in self.pipelines if name != "ingest"]
         if self.ok:
-            return "PASS: every acknowledged event landed exactly once"
+            also = f"; pipelines ok: {', '.join(checked)}" if checked else ""
+            return f"PASS: every acknowledged event landed exactly once{also}"
         parts = []
         if self.missing:
             parts.append(f"{self.missing} missing (e.g. {', '.join(self.missing_sample)})")
         if self.duplicates:
             parts.append(f"{self.duplicates} duplicated (e.g. {', '.join(self.duplicate_sample)})")
+        for name in self.failed_pipelines:
+            if name != "ingest":
+                parts.append(
+                    f"pipeline {name} failed: {', '.join(_failed_checks(self.pipelines[name])) or 'see its figures'}"
+                )
         return "FAIL: " + "; ".join(parts)
+
+    def _pipeline_lines(self) -> list[str]:
+        lines: list[str] = []
+        for name, figures in self.pipelines.items():
+            if name == "ingest":
+                continue
+            lines += [
+                "",
+                f"pipeline {name}: {'ok' if figures.get('ok') else 'FAILED'}",
+                *self._pipeline_block(name),
+            ]
+        return lines
+
+    def _pipeline_block(self, name: str) -> list[str]:
+        figures = self.pipelines[name]
+        flat = [(k, v) for k, v in figures.items() if k != "ok" and not isinstance(v, dict)]
+        width = max((len(k) for k, _ in flat), default=0)
+        lines = [f"  {key:<{width}}  {_shown(value)}" for key, value in flat]
+        for key, value in figures.items():
+            if isinstance(value, dict) and value:
+                lines += [f"  {key}:", *_table(value)]
+        return lines
 
     def to_text(self) -> str:
         width = max(len(label) for label, _ in self._rows())
         lines = [f"  {label:<{width}}  {value}" for label, value in self._rows()]
         lines += [f"  note: {note}" for note in self.notes]
-        return "\n".join(["lakestack run report", *lines, "", self.verdict()])
+        return "\n".join(["lakestack run report", *lines, *self._pipeline_lines(), "", self.verdict()])
 
     def to_markdown(self) -> str:
         lines = [
@@ -141,6 +179,12 @@ class RunReport:
         ]
         if self.notes:
             lines += ["", "## Notes", "", *[f"- {note}" for note in self.notes]]
+        for name, figures in self.pipelines.items():
+            if name == "ingest":
+                continue
+            lines += ["", f"## Pipeline {name}: {'ok' if figures.get('ok') else 'FAILED'}", "", "```"]
+            lines += [line[2:] for line in self._pipeline_block(name)]
+            lines += ["```"]
         lines += [
             "",
             "Latency is measured from each event's `event_time` (set by the generator) to the timestamp of the",
@@ -155,3 +199,42 @@ class RunReport:
         json_path.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
         md_path.write_text(self.to_markdown())
         return json_path, md_path
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "NO"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return "n/a" if value is None else str(value)
+
+
+def _table(values: dict[str, Any]) -> list[str]:
+    """A nested figure (e.g. the JSON-vs-Delta comparison) as aligned rows: one per inner key."""
+    columns = [k for k, v in values.items() if isinstance(v, dict)]
+    if not columns:
+        return [f"    {k}: {_shown(v)}" for k, v in values.items()]
+    keys = list(dict.fromkeys(k for c in columns for k in values[c]))
+    width = max(len(k) for k in keys)
+    lines = [f"    {'':<{width}}  " + "  ".join(f"{c:>12}" for c in columns)]
+    lines += [
+        f"    {k:<{width}}  " + "  ".join(f"{_shown(values[c].get(k)):>12}" for c in columns) for k in keys
+    ]
+    lines += [f"    {k}: {_shown(v)}" for k, v in values.items() if not isinstance(v, dict)]
+    return lines
+
+
+def _failed_checks(figures: dict[str, Any]) -> list[str]:
+    """The figures of a failed pipeline that say what went wrong."""
+    failed = [k for k, v in figures.items() if v is False and k != "ok"]
+    failed += [k for k in ("missing", "duplicates", "unexpected") if figures.get(k)]
+    for key, expected in (
+        ("quarantined", "expected_quarantined"),
+        ("duplicates_removed", "expected_duplicates_removed"),
+        ("other_types", "expected_other_types"),
+    ):
+        if expected in figures and figures.get(key) != figures.get(expected):
+            failed.append(f"{key} {figures.get(key)} != {figures.get(expected)}")
+    return failed

@@ -7,8 +7,16 @@ import os
 from pathlib import Path
 
 from lakestack.commands._types import add_fault_arguments, positive_float, positive_int
+from lakestack.demo_pipelines import PIPELINES
 from lakestack.prerequisites import check_java
 from lakestack.targets import CLOUDS
+
+
+def _pipeline_names(value: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in value.split(",") if name.strip())
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected pipeline names separated by commas, found {value!r}")
+    return names
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -16,6 +24,7 @@ def _run(args: argparse.Namespace) -> int:
     from lakestack.demo import DemoSettings, run_demo
 
     settings = DemoSettings(
+        pipelines=args.pipelines,
         events=args.events,
         rate=args.rate,
         users=args.users,
@@ -39,9 +48,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "demo",
         help="run the whole pipeline on this machine and report missing/duplicates/latency",
         description=(
-            "Start the emulators (--cloud), send synthetic sales events with Locust, ingest them with Spark into a Delta "
-            "bronze table, reconcile, and write reports/<timestamp>/report.{json,md}. Exit 1 when any event "
-            "is missing or duplicated."
+            "Start the emulators (--cloud), send synthetic events with Locust (each scenario the pipelines need), "
+            "ingest them with Spark into a Delta bronze table, run the pipelines on it, reconcile every table "
+            "against the ledgers and the ground truth, and write reports/<timestamp>/report.{json,md}. Exit 1 "
+            "when any event is missing or duplicated or any pipeline's check fails."
         ),
     )
     parser.add_argument(
@@ -52,15 +62,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "Kafka-protocol broker for Event Hubs, Spark's Kafka path, abfss:// tables) (default: %(default)s)",
     )
     parser.add_argument(
-        "--events", type=positive_int, default=10_000, help="events to send (default: %(default)s)"
+        "--pipelines",
+        type=_pipeline_names,
+        default=None,
+        metavar="NAME[,NAME...]",
+        help=f"pipelines to run (ingest always runs); default: all ({', '.join(PIPELINES)})",
+    )
+    parser.add_argument(
+        "--events",
+        type=positive_int,
+        default=10_000,
+        help="events to send per scenario (default: %(default)s)",
     )
     parser.add_argument(
         "--rate",
         type=positive_float,
         default=1_000.0,
-        help="target send rate, events/s (default: %(default)s)",
+        help="target send rate per scenario, events/s (default: %(default)s)",
     )
-    parser.add_argument("--users", type=positive_int, default=4, help="Locust users (default: %(default)s)")
+    parser.add_argument(
+        "--users", type=positive_int, default=4, help="Locust users per scenario (default: %(default)s)"
+    )
     parser.add_argument("--port", type=int, default=None, help="emulator port (default: a free one)")
     parser.add_argument("--reports-dir", default="reports", help="where reports go (default: %(default)s)")
     parser.add_argument(

@@ -13,13 +13,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
-def test_demo_json_reports_every_event_landed_once(tmp_path):
+def test_demo_json_reports_every_event_landed_once_and_the_sales_pipeline_ok(tmp_path):
     result = subprocess.run(
         [
             sys.executable,
             "-m",
             "lakestack",
             "demo",
+            "--pipelines",
+            "ingest,sales",
             "--events",
             "300",
             "--rate",
@@ -52,7 +54,18 @@ def test_demo_json_reports_every_event_landed_once(tmp_path):
     (run_dir,) = tmp_path.iterdir()
     assert json.loads((run_dir / "report.json").read_text())["events_landed"] == 300
     assert "PASS: every acknowledged event landed exactly once" in (run_dir / "report.md").read_text()
-    assert "PASS: every acknowledged event landed exactly once" in result.stdout
+    assert "PASS: every acknowledged event landed exactly once; pipelines ok: sales" in result.stdout
+    assert sorted(report["pipelines"]) == ["ingest", "sales"]
+    sales = report["pipelines"]["sales"]
+    assert sales["ok"] is True, sales
+    assert sales["bronze_rows"] == 300
+    assert sales["rows"] + sales["quarantined"] + sales["duplicates_removed"] + sales["other_types"] == 300
+    assert (sales["quarantined"], sales["duplicates_removed"]) == (
+        sales["expected_quarantined"],
+        sales["expected_duplicates_removed"],
+    )
+    assert sales["json_vs_delta"]["answers_match"] is True
+    assert sales["json_vs_delta"]["json"]["bytes"] > sales["json_vs_delta"]["delta"]["bytes"] > 0
 
 
 @pytest.mark.slow
