@@ -1,0 +1,157 @@
+"""Benchmark: the sales pipeline (bronze -> silver + quarantine + gold) vs the Delta source draining the same bronze.
+
+One local bronze table of generated sales events (0.5% malformed, 2% duplicates, as the Locust scenario sends
+them) is read by both in the same run: the sales job with ``--trigger available-now`` (classification in
+Spark, routing in Arrow, four commits per micro-batch: quarantine, gold MERGE, silver, plus the metrics file),
+and a bare drain of the source into Spark's noop sink (the baseline: what reading alone costs). Prints
+rows/s of each, their ratio (no target: it is the price of the pipeline's work), and the peak RSS of the
+job's process tree (driver Python + JVM + Python workers).
+
+    .venv/bin/python bench/bench_sales_pipeline.py [--events 200000 --files 20 --reps 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import psutil
+import pyarrow as pa
+from deltalake import write_deltalake
+
+from jobs.ingest import bronze_schema
+from jobs.pipelines import sales
+from jobs.pipelines._job import JobSettings
+from jobs.session import build_session
+from jobs.sources import read_delta_stream
+from loadtest.generators import make_generator
+
+print = functools.partial(print, flush=True)
+
+
+class PeakRss:
+    """Samples RSS summed over this process and its descendants (the JVM and Python workers)."""
+
+    def __init__(self) -> None:
+        self.peak, self._stop = 0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        me = psutil.Process()
+        while not self._stop.is_set():
+            total = 0
+            for proc in [me, *me.children(recursive=True)]:
+                try:
+                    total += proc.memory_info().rss
+                except psutil.Error:
+                    continue
+            self.peak = max(self.peak, total)
+            self._stop.wait(0.2)
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def build_bronze(uri: str, events: int, files: int) -> int:
+    generator = make_generator("sales", seed=7, malformed_rate=0.005, duplicate_rate=0.02)
+    per_file = events // files
+    now = datetime.now(UTC)
+    sequence = 0
+    for f in range(files):
+        batch = [generator.next_event() for _ in range(per_file)]
+        sequences = [str(sequence + i) for i in range(len(batch))]
+        sequence += len(batch)
+        table = pa.Table.from_arrays(
+            [
+                pa.array([e.data for e in batch], pa.binary()),
+                pa.array([e.partition_key for e in batch]),
+                pa.array(["shardId-000000000000"] * len(batch)),
+                pa.array(sequences),
+                pa.array([now] * len(batch), pa.timestamp("us", tz="UTC")),
+                pa.array([now] * len(batch), pa.timestamp("us", tz="UTC")),
+                pa.array([f] * len(batch), pa.int64()),
+            ],
+            schema=bronze_schema(),
+        )
+        write_deltalake(uri, table, mode="append")
+    return per_file * files
+
+
+def run_pipeline(spark, bronze: str, root: Path, files_per_batch: int) -> float:
+    job = JobSettings(
+        source_table=bronze,
+        lake=str(root / "lake"),
+        checkpoint=str(root / "checkpoint"),
+        trigger="available-now",
+    )
+    settings = sales.SalesSettings(job=job, max_files_per_trigger=files_per_batch)
+    started = time.perf_counter()
+    sales.run(settings, spark=spark)
+    return time.perf_counter() - started
+
+
+def drain(spark, bronze: str, checkpoint: str, files_per_batch: int) -> float:
+    started = time.perf_counter()
+    df = read_delta_stream(
+        spark, bronze, max_files_per_trigger=files_per_batch, checkpoint_location=checkpoint
+    )
+    query = df.writeStream.format("noop").option("checkpointLocation", checkpoint).start()
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    return time.perf_counter() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--files", type=int, default=20, help="bronze files (one per ingest micro-batch)")
+    parser.add_argument("--files-per-batch", type=int, default=5)
+    parser.add_argument("--reps", type=int, default=2)
+    args = parser.parse_args()
+
+    spark = build_session("bench-sales")
+    with tempfile.TemporaryDirectory(prefix="bench-sales-") as scratch:
+        root = Path(scratch)
+        bronze = str(root / "bronze")
+        rows = build_bronze(bronze, args.events, args.files)
+        drain(spark, bronze, str(root / "warm"), args.files_per_batch)  # Python workers, JIT
+        pipeline_times, drain_times = [], []
+        with PeakRss() as rss:
+            for rep in range(args.reps):
+                pipeline_times.append(run_pipeline(spark, bronze, root / f"run-{rep}", args.files_per_batch))
+                drain_times.append(drain(spark, bronze, str(root / f"drain-{rep}"), args.files_per_batch))
+    pipeline_rate = rows / statistics.median(pipeline_times)
+    drain_rate = rows / statistics.median(drain_times)
+    print(f"bronze rows={rows:,} files={args.files} files/batch={args.files_per_batch} reps={args.reps}")
+    print(
+        f"sales pipeline (silver+quarantine+gold): median {pipeline_rate:,.0f} rows/s  runs {[round(t, 2) for t in pipeline_times]} s"
+    )
+    print(
+        f"delta source drain to noop (baseline):   median {drain_rate:,.0f} rows/s  runs {[round(t, 2) for t in drain_times]} s"
+    )
+    print(
+        f"ratio pipeline/drain = {pipeline_rate / drain_rate:.2f} (no target: the cost of classifying, routing, writing)"
+    )
+    print(f"peak RSS of the job's process tree: {rss.peak / 2**30:.2f} GiB")
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
