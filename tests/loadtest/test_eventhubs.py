@@ -166,6 +166,8 @@ def test_event_hubs_locust_user_sends_exactly_the_budget_to_the_broker(kafka_bro
         run_time="60s",
         max_events=250,
         batch_size=50,
+        # Faults off: this test is about delivery; every payload is a valid event with a unique id.
+        extra=["--duplicate-rate", "0", "--malformed-rate", "0"],
     )
     done = subprocess.run(
         run.argv(), capture_output=True, text=True, timeout=120, cwd=Path(__file__).parents[2]
