@@ -21,9 +21,23 @@ def _sales(argv: Sequence[str]) -> int:
     return sales.main(argv)
 
 
+def _fraud(argv: Sequence[str]) -> int:
+    from jobs.pipelines import fraud
+
+    return fraud.main(argv)
+
+
+def _train_fraud(argv: Sequence[str]) -> int:
+    from jobs.pipelines import train_fraud
+
+    return train_fraud.main(argv)
+
+
 JOBS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
     "ingest": (_ingest, "Kinesis stream -> bronze Delta table, exactly once"),
     "sales": (_sales, "bronze -> silver sales, sales_quarantine, gold sales_by_product_minute"),
+    "fraud": (_fraud, "bronze transactions -> scored silver, fraud alerts (stateful, per account)"),
+    "train-fraud": (_train_fraud, "train the fraud model on a labelled set; write its artifact"),
 }
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -22,6 +22,7 @@ from jobs.pipelines._fraud_features import FEATURES
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
+    from numpy.typing import ArrayLike
 
 FORMAT = "lakestack-fraud-model/1"
 # Shipped inside the jobs package, so the cluster gets it with the job's wheel: nothing else to upload.
@@ -87,7 +88,9 @@ class FraudModel:
         try:
             body = json.loads(text)
         except json.JSONDecodeError as error:
-            raise SettingsError(f"fraud model {where}: expected JSON, found invalid text ({error}).") from None
+            raise SettingsError(
+                f"fraud model {where}: expected JSON, found invalid text ({error})."
+            ) from None
         if not isinstance(body, dict) or body.get("format") != FORMAT:
             found = body.get("format") if isinstance(body, dict) else type(body).__name__
             raise SettingsError(
@@ -124,7 +127,9 @@ def load_model(path: str | None = None) -> FraudModel:
     return FraudModel.from_json(text, where=path)
 
 
-def scorer(model: FraudModel, *, kinds: Sequence[str] = ("txn",)) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
+def scorer(
+    model: FraudModel, *, kinds: Sequence[str] = ("txn",)
+) -> Callable[[Iterable[pd.DataFrame]], Iterator[pd.DataFrame]]:
     """A ``mapInPandas`` function adding ``fraud_score`` to rows whose ``kind`` is in ``kinds`` (else null).
 
     Only the model's numbers travel to the executors in the closure: no file to read there.
@@ -132,7 +137,7 @@ def scorer(model: FraudModel, *, kinds: Sequence[str] = ("txn",)) -> Callable[[I
     features = list(model.features)
     wanted = list(kinds)
 
-    def score(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    def score(frames: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         import numpy as np
 
         for frame in frames:
@@ -143,3 +148,37 @@ def scorer(model: FraudModel, *, kinds: Sequence[str] = ("txn",)) -> Callable[[I
             yield frame.assign(fraud_score=scores)
 
     return score
+
+
+def roc_auc(labels: ArrayLike, scores: ArrayLike) -> float | None:
+    """Area under the ROC curve (the Mann-Whitney statistic, ties counted half); None without both classes.
+
+    Numpy only, so the report computes it wherever the job runs (scikit-learn's ``roc_auc_score`` agrees).
+    """
+    import numpy as np
+
+    y = np.asarray(labels, dtype=bool)
+    s = np.asarray(scores, dtype=float)
+    positives, negatives = int(y.sum()), int((~y).sum())
+    if positives == 0 or negatives == 0:
+        return None
+    order = np.argsort(s, kind="mergesort")
+    ranks = np.empty(len(s), dtype=float)
+    sorted_scores = s[order]
+    # Average ranks over ties (1-based).
+    _, first, counts = np.unique(sorted_scores, return_index=True, return_counts=True)
+    average = first + (counts + 1) / 2.0
+    ranks[order] = np.repeat(average, counts)
+    return float((ranks[y].sum() - positives * (positives + 1) / 2.0) / (positives * negatives))
+
+
+def precision_recall(labels: ArrayLike, flagged: ArrayLike) -> tuple[float | None, float | None]:
+    """Precision and recall of ``flagged`` against ``labels`` (None where undefined: nothing flagged/true)."""
+    import numpy as np
+
+    y = np.asarray(labels, dtype=bool)
+    f = np.asarray(flagged, dtype=bool)
+    true_positives = int((y & f).sum())
+    precision = true_positives / int(f.sum()) if f.any() else None
+    recall = true_positives / int(y.sum()) if y.any() else None
+    return precision, recall

@@ -11,7 +11,7 @@ fraud window, i.e. when no pattern can complete any more.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from jobs.pipelines._fraud_features import FEATURES, features_of
@@ -48,7 +48,15 @@ OUTPUT_SCHEMA = (
     "small_transaction_id string, small_amount double, small_txn_time timestamp, watermark timestamp"
 )
 OUTPUT_COLUMNS: tuple[str, ...] = tuple(part.split()[0] for part in OUTPUT_SCHEMA.split(", "))
-_PASSED_THROUGH = ("account_id", "transaction_id", "amount", "event_id", "event_time", "shard_id", "sequence_number")
+_PASSED_THROUGH = (
+    "account_id",
+    "transaction_id",
+    "amount",
+    "event_id",
+    "event_time",
+    "shard_id",
+    "sequence_number",
+)
 
 
 def load_window(value: tuple[Any, ...] | None) -> AccountWindow:
@@ -120,7 +128,7 @@ def _alert_rows(account_id: str, alerts: list[Any]) -> pd.DataFrame:
 
 
 def detect_frauds(
-    key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState
+    key: tuple[Any, ...], frames: Iterable[pd.DataFrame], state: GroupState
 ) -> Iterator[pd.DataFrame]:
     """``applyInPandasWithState`` function: judge one account's micro-batch, keep its window, emit rows."""
     import pandas as pd

@@ -2,21 +2,41 @@
 
 ``python -m jobs fraud --source-table URI --lake URI --checkpoint PATH [--trigger ...]``. Per account, in event
 time, a transaction under 1.00 followed within 60 s by one over 500.00 raises one alert
-(``jobs.pipelines._fraud_rule``), with state in the checkpoint's RocksDB state store.
+(``jobs.pipelines._fraud_rule``); the per-account window lives in the checkpoint's RocksDB state store and
+expires through an event-time timeout. Every transaction gets the model's ``fraud_score``. Each micro-batch
+is one Delta commit per table, carrying the transaction (query id, batch id): replays skip what is there.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import logging
 import re
-from typing import TYPE_CHECKING
+import signal
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
 
-from jobs.errors import SettingsError
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from jobs.pipelines._fraud_model import FraudModel, scorer
+from jobs.errors import JobError, SettingsError
+from jobs.pipelines._fraud_model import FraudModel, load_model, scorer
 from jobs.pipelines._fraud_state import INPUT_COLUMNS, OUTPUT_SCHEMA, STATE_SCHEMA, detect_frauds
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+    from jobs.lake import LakeTable
+
+log = logging.getLogger(__name__)
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 SCORED_SCHEMA = OUTPUT_SCHEMA + ", fraud_score double"
@@ -34,6 +54,112 @@ def _delay_ms(delay: str) -> int:
             f"--watermark-delay: expected '<N> seconds', '<N> minutes' or '<N> hours', found {delay!r}."
         )
     return int(match.group(1)) * _UNIT_MS[match.group(2)]
+
+
+# Fixed table names under --lake (DESIGN.md), so tools and people find them.
+TRANSACTIONS = "transactions"
+QUARANTINE = "transactions_quarantine"
+ALERTS = "fraud_alerts"
+_TRIGGER = re.compile(r"^(available-now|processing-time=(\d+(?:\.\d+)?)s)$")
+_DRAIN_POLL = "500 milliseconds"
+_UTC = pa.timestamp("us", tz="UTC")
+
+
+def _schema(*fields: pa.Field[Any]) -> pa.Schema:
+    return pa.schema(fields)
+
+
+TRANSACTIONS_SCHEMA = _schema(
+    pa.field("transaction_id", pa.string()),
+    pa.field("account_id", pa.string()),
+    pa.field("amount", pa.float64()),
+    pa.field("txn_time", _UTC),
+    pa.field("event_id", pa.string()),
+    pa.field("event_time", _UTC),
+    pa.field("late", pa.bool_()),
+    pa.field("watermark", _UTC),
+    pa.field("seconds_since_previous", pa.float64()),
+    pa.field("previous_amount", pa.float64()),
+    pa.field("count_last_minute", pa.int32()),
+    pa.field("fraud_score", pa.float64()),
+    pa.field("model_version", pa.string()),
+    pa.field("shard_id", pa.string()),
+    pa.field("sequence_number", pa.string()),
+    pa.field("batch_id", pa.int64()),
+)
+ALERTS_SCHEMA = _schema(
+    pa.field("account_id", pa.string()),
+    pa.field("small_transaction_id", pa.string()),
+    pa.field("large_transaction_id", pa.string()),
+    pa.field("small_amount", pa.float64()),
+    pa.field("large_amount", pa.float64()),
+    pa.field("small_txn_time", _UTC),
+    pa.field("large_txn_time", _UTC),
+    pa.field("detected_at", _UTC),
+    pa.field("batch_id", pa.int64()),
+)
+QUARANTINE_SCHEMA = _schema(
+    pa.field("data", pa.binary()),
+    pa.field("shard_id", pa.string()),
+    pa.field("sequence_number", pa.string()),
+    pa.field("reason", pa.string()),
+    pa.field("quarantined_at", _UTC),
+    pa.field("batch_id", pa.int64()),
+)
+
+
+@dataclass(frozen=True)
+class FraudSettings:
+    """Everything the fraud job needs, validated once at start-up."""
+
+    source_table: str
+    lake: str
+    checkpoint: str
+    trigger: str = "processing-time=5s"
+    endpoint_url: str | None = None
+    region: str | None = None
+    watermark_delay: str = "10 minutes"
+    model: str | None = None
+    max_files_per_trigger: int = 1000
+
+    def __post_init__(self) -> None:
+        for flag, value in (("--source-table", self.source_table), ("--lake", self.lake)):
+            if not value:
+                raise SettingsError(
+                    f"{flag}: expected a table URI (a path, s3://... or abfss://...), found nothing."
+                )
+        if not self.checkpoint:
+            raise SettingsError("--checkpoint: expected a checkpoint path or URI, found nothing.")
+        if not _TRIGGER.match(self.trigger):
+            raise SettingsError(
+                f"--trigger: expected 'available-now' or 'processing-time=<N>s' (e.g. processing-time=5s), "
+                f"found {self.trigger!r}."
+            )
+        _delay_ms(self.watermark_delay)
+        if self.max_files_per_trigger < 1:
+            raise SettingsError(
+                f"--max-files-per-trigger: expected a whole number of at least 1, found {self.max_files_per_trigger}."
+            )
+
+    @property
+    def available_now(self) -> bool:
+        return self.trigger == "available-now"
+
+    @property
+    def processing_seconds(self) -> float:
+        match = _TRIGGER.match(self.trigger)
+        return float(match.group(2)) if match and match.group(2) else 0.0
+
+    def table_uri(self, name: str) -> str:
+        return f"{self.lake.rstrip('/')}/{name}"
+
+    def storage_options(self, uri: str) -> dict[str, str]:
+        from jobs.lake import storage_options_for
+
+        # The endpoint and region describe S3 (the emulator's included); other stores find their own.
+        if urlparse(uri).scheme in ("s3", "s3a"):
+            return storage_options_for(uri, endpoint_url=self.endpoint_url, region=self.region)
+        return storage_options_for(uri)
 
 
 def detect(transactions: DataFrame, *, watermark_delay: str) -> DataFrame:
@@ -70,3 +196,379 @@ def detect(transactions: DataFrame, *, watermark_delay: str) -> DataFrame:
 def score(detected: DataFrame, model: FraudModel) -> DataFrame:
     """Add ``fraud_score`` (the model's probability) to every transaction row, in one ``mapInPandas``."""
     return detected.mapInPandas(scorer(model), SCORED_SCHEMA)
+
+
+# The one output schema of the query: detection rows (txn / alert / duplicate), scored, plus the bronze
+# records that are not this pipeline's transactions (quarantine / other), told apart by `kind`.
+QUERY_SCHEMA = SCORED_SCHEMA + ", data binary, reason string"
+
+# --- provisional: replaced by the shared envelope (contract C1) when it lands -----------------------------
+_TXN_JSON_SCHEMA = (
+    "event_type string, event_id string, event_time string, transaction_id string, account_id string, "
+    "amount double, txn_time string"
+)
+
+
+def classify(bronze: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(parsed transactions, everything else as ``kind``/``data``/``reason`` rows)."""
+    from pyspark.sql import functions as F
+
+    parsed = bronze.select(
+        "data",
+        "shard_id",
+        "sequence_number",
+        F.from_json(F.col("data").cast("string"), _TXN_JSON_SCHEMA).alias("j"),
+    )
+    valid = (
+        F.col("j").isNotNull()
+        & F.col("j.transaction_id").isNotNull()
+        & F.col("j.account_id").isNotNull()
+        & F.col("j.amount").isNotNull()
+        & F.col("j.txn_time").isNotNull()
+    )
+    transactions = parsed.where(valid).select(
+        "j.account_id",
+        "j.transaction_id",
+        "j.amount",
+        F.to_timestamp("j.txn_time").alias("txn_time"),
+        "j.event_id",
+        F.to_timestamp("j.event_time").alias("event_time"),
+        "shard_id",
+        "sequence_number",
+    )
+    rejected = parsed.where(~valid | valid.isNull()).select(
+        F.lit("quarantine").alias("kind"),
+        "data",
+        "shard_id",
+        "sequence_number",
+        F.lit(
+            "not a transaction: expected a JSON object with transaction_id, account_id, amount, txn_time"
+        ).alias("reason"),
+    )
+    return transactions, rejected
+
+
+# ----------------------------------------------------------------------------------------------------------
+
+
+def build_query(bronze: DataFrame, *, watermark_delay: str, model: FraudModel) -> DataFrame:
+    """Bronze rows in, every output row out (``kind``): the whole pipeline as one DataFrame transform."""
+    transactions, rest = classify(bronze)
+    scored = score(detect(transactions, watermark_delay=watermark_delay), model)
+    return scored.unionByName(rest, allowMissingColumns=True)
+
+
+def _column(data: pa.Table, name: str, size: int) -> pa.Array | pa.ChunkedArray:
+    return data.column(name) if name in data.column_names else pa.nulls(size)
+
+
+def split_batch(data: pa.Table, *, batch_id: int, now: datetime, model_version: str) -> dict[str, pa.Table]:
+    """One micro-batch's query rows -> the rows of each table (cast to the table's schema)."""
+    kinds = data.column("kind")
+    parts: dict[str, pa.Table] = {}
+    txns = data.filter(pc.equal(kinds, pa.scalar("txn")))
+    n = txns.num_rows
+    extra = {
+        "model_version": pa.array([model_version] * n, pa.string()),
+        "batch_id": pa.array([batch_id] * n, pa.int64()),
+    }
+    parts[TRANSACTIONS] = pa.table(
+        {f.name: extra[f.name] if f.name in extra else _column(txns, f.name, n) for f in TRANSACTIONS_SCHEMA}
+    ).cast(TRANSACTIONS_SCHEMA)
+    alerts = data.filter(pc.equal(kinds, pa.scalar("alert")))
+    n = alerts.num_rows
+    parts[ALERTS] = pa.table(
+        {
+            "account_id": alerts.column("account_id"),
+            "small_transaction_id": alerts.column("small_transaction_id"),
+            "large_transaction_id": alerts.column("transaction_id"),
+            "small_amount": alerts.column("small_amount"),
+            "large_amount": alerts.column("amount"),
+            "small_txn_time": alerts.column("small_txn_time"),
+            "large_txn_time": alerts.column("txn_time"),
+            "detected_at": pa.array([now] * n, _UTC),
+            "batch_id": pa.array([batch_id] * n, pa.int64()),
+        }
+    ).cast(ALERTS_SCHEMA)
+    rejected = data.filter(pc.equal(kinds, pa.scalar("quarantine")))
+    n = rejected.num_rows
+    parts[QUARANTINE] = pa.table(
+        {
+            "data": rejected.column("data"),
+            "shard_id": rejected.column("shard_id"),
+            "sequence_number": rejected.column("sequence_number"),
+            "reason": rejected.column("reason"),
+            "quarantined_at": pa.array([now] * n, _UTC),
+            "batch_id": pa.array([batch_id] * n, pa.int64()),
+        }
+    ).cast(QUARANTINE_SCHEMA)
+    return parts
+
+
+@dataclass(frozen=True)
+class FraudTables:
+    """The job's three tables, bound to their storage options; written in this order every batch."""
+
+    transactions: LakeTable
+    quarantine: LakeTable
+    alerts: LakeTable
+
+    @classmethod
+    def under(cls, settings: FraudSettings) -> FraudTables:
+        from jobs.lake import DeltaRsEngine
+
+        engine = DeltaRsEngine()
+
+        def table(name: str) -> LakeTable:
+            uri = settings.table_uri(name)
+            return engine.table(uri, storage_options=settings.storage_options(uri))
+
+        return cls(table(TRANSACTIONS), table(QUARANTINE), table(ALERTS))
+
+    def in_order(self) -> list[tuple[str, LakeTable, pa.Schema]]:
+        # Alerts last: when an alert is visible, the transactions it names are already in silver.
+        return [
+            (TRANSACTIONS, self.transactions, TRANSACTIONS_SCHEMA),
+            (QUARANTINE, self.quarantine, QUARANTINE_SCHEMA),
+            (ALERTS, self.alerts, ALERTS_SCHEMA),
+        ]
+
+    def create(self) -> None:
+        """Create every table that does not exist yet, so readers find all three from the start."""
+        for _, table, schema in self.in_order():
+            table.create(schema)
+
+
+def _to_arrow(frame: DataFrame) -> pa.Table:
+    # Spark 4.0 has DataFrame.toArrow; Spark 3.5 (Synapse) has only the private method it wraps.
+    if hasattr(frame, "toArrow"):
+        return frame.toArrow()
+    return pa.Table.from_batches(getattr(frame, "_collect_as_arrow")())  # noqa: B009
+
+
+def query_app_id(spark: SparkSession, checkpoint: str) -> str:
+    """The transaction app id: Spark's query id from the checkpoint (a new checkpoint, a new identity)."""
+    row = spark.read.text(f"{checkpoint.rstrip('/')}/metadata").first()
+    if row is None:
+        raise JobError(f"expected Spark's query metadata in {checkpoint}/metadata, found an empty file.")
+    return f"lakestack-fraud-{json.loads(row[0])['id']}"
+
+
+def _needs(table: LakeTable, app_id: str, batch_id: int) -> bool:
+    from jobs.lake import with_retries
+
+    def lookup() -> int | None:
+        return table.transaction_version(app_id)
+
+    done = with_retries(lookup, what=f"transaction lookup on {table.uri}")
+    return done is None or done < batch_id
+
+
+def make_batch_writer(
+    spark: SparkSession,
+    settings: FraudSettings,
+    *,
+    model_version: str,
+    tables: FraudTables | None = None,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> Callable[[DataFrame, int], None]:
+    """The ``foreachBatch`` function: each table gets the batch once, in one commit with the transaction.
+
+    A table whose transaction version for this query is already at the batch id is skipped, so a batch
+    replayed after a crash between two tables' commits (or after all of them, before Spark's checkpoint)
+    writes only what is missing. The batch is collected once (one action: the stateful operator runs once
+    per batch) and split in Arrow.
+    """
+    bound = tables or FraudTables.under(settings)
+    identity: list[str] = []
+
+    def write(batch: DataFrame, batch_id: int) -> None:
+        if not identity:
+            identity.append(query_app_id(spark, settings.checkpoint))
+        app_id = identity[0]
+        started = time.perf_counter()
+        pending = [(name, table) for name, table, _ in bound.in_order() if _needs(table, app_id, batch_id)]
+        if not pending:
+            log.info("fraud: batch %d skipped: every table already has it", batch_id)
+            return
+        data = _to_arrow(batch)
+        parts = split_batch(data, batch_id=batch_id, now=clock(), model_version=model_version)
+        kinds = Counter(data.column("kind").to_pylist())
+        for name, table in pending:
+            if parts[name].num_rows == 0:
+                continue  # a replay computes the same empty part: nothing to make idempotent
+            table.append(parts[name], app_id=app_id, batch_id=batch_id)
+        log.info(
+            "fraud: batch %d: %s; wrote %s in %.3fs",
+            batch_id,
+            ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items(), key=str)) or "no rows",
+            ", ".join(name for name, _ in pending),
+            time.perf_counter() - started,
+        )
+
+    return write
+
+
+def start(
+    spark: SparkSession,
+    settings: FraudSettings,
+    *,
+    bronze: DataFrame | None = None,
+    tables: FraudTables | None = None,
+) -> StreamingQuery:
+    """Start the fraud query and return it (the caller waits on or stops it).
+
+    Args:
+        spark: the session.
+        settings: the job's settings.
+        bronze: the bronze stream to read (default: the Delta source on ``settings.source_table``).
+        tables: the output tables (default: the fixed names under ``settings.lake``).
+    """
+    model = load_model(settings.model)
+    bound = tables or FraudTables.under(settings)
+    bound.create()
+    if bronze is None:
+        from jobs.sources import read_delta_stream  # type: ignore[attr-defined]
+
+        bronze = read_delta_stream(
+            spark,
+            settings.source_table,
+            storage_options=settings.storage_options(settings.source_table),
+            max_files_per_trigger=settings.max_files_per_trigger,
+        )
+    # The state store provider is fixed when a checkpoint is created; RocksDB keeps state off the JVM heap.
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
+    spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "0")
+    rows = build_query(bronze, watermark_delay=settings.watermark_delay, model=model)
+    interval = _DRAIN_POLL if settings.available_now else f"{settings.processing_seconds:g} seconds"
+    log.info(
+        "fraud: %s -> %s/{%s,%s,%s}, checkpoint %s, watermark %s, model %s",
+        settings.source_table,
+        settings.lake.rstrip("/"),
+        TRANSACTIONS,
+        QUARANTINE,
+        ALERTS,
+        settings.checkpoint,
+        settings.watermark_delay,
+        model.version,
+    )
+    return (
+        rows.writeStream.queryName("fraud")
+        .option("checkpointLocation", settings.checkpoint)
+        .foreachBatch(make_batch_writer(spark, settings, model_version=model.version, tables=bound))
+        .trigger(processingTime=interval)
+        .start()
+    )
+
+
+def run(settings: FraudSettings, *, spark: SparkSession | None = None) -> int:
+    """Run until drained (available-now) or stopped by SIGINT/SIGTERM; returns the exit code."""
+    from jobs.ingest import caught_up
+    from jobs.session import build_session
+
+    session = spark or build_session("lakestack-fraud")
+    query = start(session, settings)
+    stop_requested = threading.Event()
+
+    def request_stop(signum: int, _frame: object) -> None:
+        log.info("fraud: %s received, stopping after the current micro-batch", signal.Signals(signum).name)
+        stop_requested.set()
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while query.isActive and not stop_requested.is_set():
+            query.awaitTermination(0.25 if settings.available_now else 1)  # type: ignore[arg-type]
+            if settings.available_now and caught_up(query):
+                log.info("fraud: caught up with %s (available-now), stopping", settings.source_table)
+                break
+        if query.isActive:
+            query.stop()
+        error = query.exception()
+        if error is not None:
+            raise error
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    log.info("fraud: stopped; the next run resumes from checkpoint %s", settings.checkpoint)
+    return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The fraud job's flags (contract C3 plus its own)."""
+    parser.add_argument("--source-table", required=True, help="bronze Delta table URI to read")
+    parser.add_argument(
+        "--lake", required=True, help="where the job's tables live (a path, s3://..., abfss://...)"
+    )
+    parser.add_argument("--checkpoint", required=True, help="Spark checkpoint location for this query")
+    parser.add_argument(
+        "--trigger",
+        default="processing-time=5s",
+        help="'available-now' (drain what is there, then stop) or 'processing-time=<N>s' (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--endpoint-url", default=None, help="S3 endpoint for an emulator, e.g. http://127.0.0.1:4566"
+    )
+    parser.add_argument("--region", default=None, help="AWS region of the S3 buckets")
+    parser.add_argument(
+        "--watermark-delay",
+        default="10 minutes",
+        help="how far behind the newest txn_time a transaction may arrive and still be judged (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="model artifact from train-fraud (default: the one packaged with the job)",
+    )
+    parser.add_argument(
+        "--max-files-per-trigger",
+        type=int,
+        default=1000,
+        help="bronze files read per micro-batch at most (default: %(default)s)",
+    )
+
+
+def settings_from_args(args: argparse.Namespace) -> FraudSettings:
+    return FraudSettings(
+        source_table=args.source_table,
+        lake=args.lake,
+        checkpoint=args.checkpoint,
+        trigger=args.trigger,
+        endpoint_url=args.endpoint_url,
+        region=args.region,
+        watermark_delay=args.watermark_delay,
+        model=args.model,
+        max_files_per_trigger=args.max_files_per_trigger,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m jobs fraud",
+        description=(
+            "Detect, per account, a transaction under 1.00 followed within 60 s by one over 500.00; write "
+            "scored transactions, alerts and quarantined records to Delta tables under --lake, exactly once."
+        ),
+    )
+    add_arguments(parser)
+    return run(settings_from_args(parser.parse_args(argv)))
+
+
+__all__ = [
+    "ALERTS",
+    "ALERTS_SCHEMA",
+    "QUARANTINE",
+    "QUARANTINE_SCHEMA",
+    "TRANSACTIONS",
+    "TRANSACTIONS_SCHEMA",
+    "FraudSettings",
+    "FraudTables",
+    "add_arguments",
+    "build_query",
+    "detect",
+    "main",
+    "run",
+    "score",
+    "settings_from_args",
+    "split_batch",
+    "start",
+]

@@ -59,20 +59,28 @@ def test_state_carries_across_batches_flags_late_rows_and_expires(spark, stream_
         )
         query.processAllAvailable()
         # Watermark is now 400 - 60 = 340 s: a transaction at 100 s is late; B's state has expired.
-        pq.write_table(_batch([("B", "b-late", 0.20, 100), ("D", "d-l", 800.0, 420)]), stream_dir / "2.parquet")
+        pq.write_table(
+            _batch([("B", "b-late", 0.20, 100), ("D", "d-l", 800.0, 420)]), stream_dir / "2.parquet"
+        )
         query.processAllAvailable()
         rows = spark.table("fraud_state_test").collect()
         states = query.lastProgress["stateOperators"]
     finally:
         query.stop()
 
-    alerts = sorted((r.account_id, r.small_transaction_id, r.transaction_id) for r in rows if r.kind == "alert")
+    alerts = sorted(
+        (r.account_id, r.small_transaction_id, r.transaction_id) for r in rows if r.kind == "alert"
+    )
     assert alerts == [("A", "a-s", "a-l"), ("C", "c-s", "c-l")]
     txns = {r.transaction_id: r for r in rows if r.kind == "txn"}
     assert sorted(txns) == ["a-l", "a-s", "b-late", "b-o", "c-l", "c-s", "d-l", "d-o"]
     assert sorted(tid for tid, r in txns.items() if r.late) == ["b-late"]
     # Features: A's large sees A's small 30 s before it.
-    assert (txns["a-l"].seconds_since_previous, txns["a-l"].previous_amount, txns["a-l"].count_last_minute) == (
+    assert (
+        txns["a-l"].seconds_since_previous,
+        txns["a-l"].previous_amount,
+        txns["a-l"].count_last_minute,
+    ) == (
         30.0,
         0.5,
         1,

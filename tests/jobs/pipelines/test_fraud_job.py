@@ -1,0 +1,183 @@
+"""The fraud job end to end on a bronze stream: tables, exactly-once across a restart and a crash mid-batch."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from jobs.lake import DeltaRsEngine, LakeTable, LakeWriteError
+from jobs.pipelines import fraud
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _payload(tid: str, account: str, amount: float, at_s: float) -> bytes:
+    body = {
+        "event_type": "transactions",
+        "event_id": f"e-{tid}",
+        "event_time": (T0 + timedelta(seconds=at_s)).isoformat().replace("+00:00", "Z"),
+        "transaction_id": tid,
+        "account_id": account,
+        "amount": amount,
+        "txn_time": (T0 + timedelta(seconds=at_s)).isoformat().replace("+00:00", "Z"),
+    }
+    return json.dumps(body).encode()
+
+
+class BronzeFiles:
+    """A bronze-shaped file stream: each `add` is one more parquet file, i.e. one more micro-batch."""
+
+    def __init__(self, directory):
+        self.directory = directory
+        self.directory.mkdir()
+        self.sequence = 0
+
+    def add(self, payloads: list[bytes]) -> None:
+        rows = len(payloads)
+        table = pa.table(
+            {
+                "data": pa.array(payloads, pa.binary()),
+                "shard_id": ["shard-0"] * rows,
+                "sequence_number": [str(self.sequence + i) for i in range(rows)],
+            }
+        )
+        pq.write_table(table, self.directory / f"{self.sequence:06d}.parquet")
+        self.sequence += rows
+
+    def stream(self, spark):
+        schema = "data binary, shard_id string, sequence_number string"
+        return spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(self.directory))
+
+
+class FailingOnce(LakeTable):
+    """A table whose first append fails after nothing was written (a crash between two tables' commits)."""
+
+    def __init__(self, table: LakeTable) -> None:
+        super().__init__(table.engine, table.ref)
+        self.failures_left = 1
+
+    def append(self, data, **kwargs):
+        if self.failures_left:
+            self.failures_left -= 1
+            raise LakeWriteError("injected: the process died before this table's commit")
+        return super().append(data, **kwargs)
+
+
+@pytest.fixture
+def job(tmp_path):
+    settings = fraud.FraudSettings(
+        source_table=str(tmp_path / "bronze"),
+        lake=str(tmp_path / "lake"),
+        checkpoint=str(tmp_path / "checkpoint"),
+        watermark_delay="2 minutes",
+    )
+    return settings, BronzeFiles(tmp_path / "bronze-files")
+
+
+def _run(spark, settings, bronze, *, tables=None):
+    query = fraud.start(spark, settings, bronze=bronze.stream(spark), tables=tables)
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    return query
+
+
+def _read(settings, name):
+    engine = DeltaRsEngine()
+    return engine.table(settings.table_uri(name)).read().to_pylist()
+
+
+def test_alerts_once_across_a_restart_and_a_crash_mid_batch(spark, job):
+    settings, bronze = job
+    # Batch 0: A's small; B's large comes before its small (arrival order); junk is quarantined.
+    bronze.add([_payload("a-s", "A", 0.42, 0), _payload("b-l", "B", 777.0, 40), b"{not json", b'{"x": 1}'])
+    _run(spark, settings, bronze)
+    assert _read(settings, fraud.ALERTS) == []
+
+    # Restart. Batch 1: A's large 50 s after its small; B's small 30 s before B's large; an ordinary one.
+    bronze.add(
+        [_payload("a-l", "A", 612.5, 50), _payload("b-s", "B", 0.05, 10), _payload("c-o", "C", 20.0, 55)]
+    )
+    _run(spark, settings, bronze)
+
+    # Crash mid-batch: batch 2's transactions are committed, its alerts are not; the restart finishes it.
+    bronze.add(
+        [_payload("d-s", "D", 0.99, 60), _payload("d-l", "D", 500.01, 120), _payload("d-x", "D", 500.0, 121)]
+    )
+    default = fraud.FraudTables.under(settings)
+    crashing = fraud.FraudTables(default.transactions, default.quarantine, FailingOnce(default.alerts))
+    query = fraud.start(spark, settings, bronze=bronze.stream(spark), tables=crashing)
+    with pytest.raises(Exception, match="injected"):
+        query.processAllAvailable()
+    query.stop()
+    assert sorted(
+        r["transaction_id"] for r in _read(settings, fraud.TRANSACTIONS) if r["account_id"] == "D"
+    ) == [
+        "d-l",
+        "d-s",
+        "d-x",
+    ]
+    assert sorted(r["account_id"] for r in _read(settings, fraud.ALERTS)) == ["A", "B"]
+    _run(spark, settings, bronze)
+
+    alerts = sorted(
+        (
+            r["account_id"],
+            r["small_transaction_id"],
+            r["large_transaction_id"],
+            r["small_amount"],
+            r["large_amount"],
+        )
+        for r in _read(settings, fraud.ALERTS)
+    )
+    assert alerts == [
+        ("A", "a-s", "a-l", 0.42, 612.5),
+        ("B", "b-s", "b-l", 0.05, 777.0),
+        ("D", "d-s", "d-l", 0.99, 500.01),
+    ]
+    a_alert = next(r for r in _read(settings, fraud.ALERTS) if r["account_id"] == "A")
+    assert (a_alert["small_txn_time"], a_alert["large_txn_time"]) == (T0, T0 + timedelta(seconds=50))
+    txns = _read(settings, fraud.TRANSACTIONS)
+    assert sorted(r["transaction_id"] for r in txns) == [
+        "a-l",
+        "a-s",
+        "b-l",
+        "b-s",
+        "c-o",
+        "d-l",
+        "d-s",
+        "d-x",
+    ]
+    assert all(0.0 <= r["fraud_score"] <= 1.0 for r in txns)
+    score = {r["transaction_id"]: r["fraud_score"] for r in txns}
+    assert (
+        min(score["a-l"], score["b-l"]) >= 0.5 > max(score["a-s"], score["b-s"], score["c-o"], score["d-x"])
+    )
+    assert {r["model_version"] for r in txns} == {fraud.load_model().version}
+    quarantined = _read(settings, fraud.QUARANTINE)
+    assert sorted(r["data"] for r in quarantined) == [b'{"x": 1}', b"{not json"]
+    assert all(r["reason"] and r["batch_id"] == 0 for r in quarantined)
+
+
+def test_late_transactions_are_written_flagged_and_not_judged(spark, job):
+    settings, bronze = job
+    bronze.add([_payload("o1", "A", 30.0, 0), _payload("o2", "B", 30.0, 600)])
+    # Watermark after batch 0: 600 s - 2 min = 480 s. A's pattern at 100 s / 130 s arrives too late.
+    bronze.add(
+        [
+            _payload("late-s", "A", 0.30, 100),
+            _payload("late-l", "A", 900.0, 130),
+            _payload("ok", "B", 1.0, 590),
+        ]
+    )
+    _run(spark, settings, bronze)
+    txns = {r["transaction_id"]: r for r in _read(settings, fraud.TRANSACTIONS)}
+    assert sorted(tid for tid, r in txns.items() if r["late"]) == ["late-l", "late-s"]
+    assert txns["ok"]["late"] is False
+    assert txns["late-l"]["watermark"] == T0 + timedelta(seconds=480)
+    assert _read(settings, fraud.ALERTS) == []
