@@ -428,13 +428,14 @@ def start(
     bound = tables or FraudTables.under(settings)
     bound.create()
     if bronze is None:
-        from jobs.sources import read_delta_stream  # type: ignore[attr-defined]
+        from jobs.sources import read_delta_stream
 
         bronze = read_delta_stream(
             spark,
             settings.source_table,
             storage_options=settings.storage_options(settings.source_table),
             max_files_per_trigger=settings.max_files_per_trigger,
+            checkpoint_location=settings.checkpoint,
         )
     # The state store provider is fixed when a checkpoint is created; RocksDB keeps state off the JVM heap.
     spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)

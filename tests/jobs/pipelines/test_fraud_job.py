@@ -6,7 +6,6 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from jobs.lake import DeltaRsEngine, LakeTable, LakeWriteError
@@ -28,29 +27,31 @@ def _payload(tid: str, account: str, amount: float, at_s: float) -> bytes:
     return json.dumps(body).encode()
 
 
-class BronzeFiles:
-    """A bronze-shaped file stream: each `add` is one more parquet file, i.e. one more micro-batch."""
+class Bronze:
+    """A bronze Delta table as the ingest job writes it: each `add` is one more commit."""
 
-    def __init__(self, directory):
-        self.directory = directory
-        self.directory.mkdir()
+    def __init__(self, uri: str) -> None:
+        self.table = DeltaRsEngine().table(uri)
         self.sequence = 0
+        self.commits = 0
 
     def add(self, payloads: list[bytes]) -> None:
         rows = len(payloads)
-        table = pa.table(
+        now = datetime.now(UTC)
+        batch = pa.table(
             {
                 "data": pa.array(payloads, pa.binary()),
+                "partition_key": ["k"] * rows,
                 "shard_id": ["shard-0"] * rows,
                 "sequence_number": [str(self.sequence + i) for i in range(rows)],
+                "arrival_time": pa.array([now] * rows, pa.timestamp("us", tz="UTC")),
+                "ingest_time": pa.array([now] * rows, pa.timestamp("us", tz="UTC")),
+                "batch_id": pa.array([self.commits] * rows, pa.int64()),
             }
         )
-        pq.write_table(table, self.directory / f"{self.sequence:06d}.parquet")
+        self.table.append(batch, app_id="test-ingest", batch_id=self.commits)
         self.sequence += rows
-
-    def stream(self, spark):
-        schema = "data binary, shard_id string, sequence_number string"
-        return spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(self.directory))
+        self.commits += 1
 
 
 class FailingOnce(LakeTable):
@@ -75,11 +76,11 @@ def job(tmp_path):
         checkpoint=str(tmp_path / "checkpoint"),
         watermark_delay="2 minutes",
     )
-    return settings, BronzeFiles(tmp_path / "bronze-files")
+    return settings, Bronze(settings.source_table)
 
 
-def _run(spark, settings, bronze, *, tables=None):
-    query = fraud.start(spark, settings, bronze=bronze.stream(spark), tables=tables)
+def _run(spark, settings, *, tables=None):
+    query = fraud.start(spark, settings, tables=tables)
     try:
         query.processAllAvailable()
     finally:
@@ -96,14 +97,14 @@ def test_alerts_once_across_a_restart_and_a_crash_mid_batch(spark, job):
     settings, bronze = job
     # Batch 0: A's small; B's large comes before its small (arrival order); junk is quarantined.
     bronze.add([_payload("a-s", "A", 0.42, 0), _payload("b-l", "B", 777.0, 40), b"{not json", b'{"x": 1}'])
-    _run(spark, settings, bronze)
+    _run(spark, settings)
     assert _read(settings, fraud.ALERTS) == []
 
     # Restart. Batch 1: A's large 50 s after its small; B's small 30 s before B's large; an ordinary one.
     bronze.add(
         [_payload("a-l", "A", 612.5, 50), _payload("b-s", "B", 0.05, 10), _payload("c-o", "C", 20.0, 55)]
     )
-    _run(spark, settings, bronze)
+    _run(spark, settings)
 
     # Crash mid-batch: batch 2's transactions are committed, its alerts are not; the restart finishes it.
     bronze.add(
@@ -111,7 +112,7 @@ def test_alerts_once_across_a_restart_and_a_crash_mid_batch(spark, job):
     )
     default = fraud.FraudTables.under(settings)
     crashing = fraud.FraudTables(default.transactions, default.quarantine, FailingOnce(default.alerts))
-    query = fraud.start(spark, settings, bronze=bronze.stream(spark), tables=crashing)
+    query = fraud.start(spark, settings, tables=crashing)
     with pytest.raises(Exception, match="injected"):
         query.processAllAvailable()
     query.stop()
@@ -123,7 +124,7 @@ def test_alerts_once_across_a_restart_and_a_crash_mid_batch(spark, job):
         "d-x",
     ]
     assert sorted(r["account_id"] for r in _read(settings, fraud.ALERTS)) == ["A", "B"]
-    _run(spark, settings, bronze)
+    _run(spark, settings)
 
     alerts = sorted(
         (
@@ -167,6 +168,7 @@ def test_alerts_once_across_a_restart_and_a_crash_mid_batch(spark, job):
 def test_late_transactions_are_written_flagged_and_not_judged(spark, job):
     settings, bronze = job
     bronze.add([_payload("o1", "A", 30.0, 0), _payload("o2", "B", 30.0, 600)])
+    _run(spark, settings)
     # Watermark after batch 0: 600 s - 2 min = 480 s. A's pattern at 100 s / 130 s arrives too late.
     bronze.add(
         [
@@ -175,7 +177,7 @@ def test_late_transactions_are_written_flagged_and_not_judged(spark, job):
             _payload("ok", "B", 1.0, 590),
         ]
     )
-    _run(spark, settings, bronze)
+    _run(spark, settings)
     txns = {r["transaction_id"]: r for r in _read(settings, fraud.TRANSACTIONS)}
     assert sorted(tid for tid, r in txns.items() if r["late"]) == ["late-l", "late-s"]
     assert txns["ok"]["late"] is False
