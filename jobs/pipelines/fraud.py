@@ -17,7 +17,7 @@ import signal
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 from jobs.errors import JobError, SettingsError
 from jobs.pipelines._fraud_model import FraudModel, load_model, scorer
 from jobs.pipelines._fraud_state import INPUT_COLUMNS, OUTPUT_SCHEMA, STATE_SCHEMA, detect_frauds
+from jobs.pipelines._layout import LayoutResult, optimize
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -496,11 +497,11 @@ def run(settings: FraudSettings, *, spark: SparkSession | None = None) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The fraud job's flags (contract C3 plus its own)."""
-    parser.add_argument("--source-table", required=True, help="bronze Delta table URI to read")
+    parser.add_argument("--source-table", default="", help="bronze Delta table URI to read")
     parser.add_argument(
         "--lake", required=True, help="where the job's tables live (a path, s3://..., abfss://...)"
     )
-    parser.add_argument("--checkpoint", required=True, help="Spark checkpoint location for this query")
+    parser.add_argument("--checkpoint", default="", help="Spark checkpoint location for this query")
     parser.add_argument(
         "--trigger",
         default="processing-time=5s",
@@ -528,6 +529,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_optimize_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("layout (instead of running the stream)")
+    group.add_argument(
+        "--optimize",
+        action="store_true",
+        help="compact and Z-order the transactions table by account_id, print files/bytes/query cost before "
+        "and after as JSON, and exit",
+    )
+    group.add_argument(
+        "--account", default=None, help="account to measure the query on (default: the busiest)"
+    )
+    group.add_argument(
+        "--target-file-size", type=int, default=None, help="bytes per rewritten file (default: delta-rs' own)"
+    )
+
+
+def optimize_transactions(
+    lake: str,
+    *,
+    storage_options: Mapping[str, str] | None = None,
+    account: str | None = None,
+    target_file_size: int | None = None,
+) -> LayoutResult | None:
+    """Compact and Z-order ``<lake>/transactions`` by ``account_id``; the figures before and after."""
+    from jobs.lake import DeltaRsEngine
+
+    uri = f"{lake.rstrip('/')}/{TRANSACTIONS}"
+    table = DeltaRsEngine().table(uri, storage_options=storage_options)
+    if not table.exists():
+        raise SettingsError(
+            f"--lake: expected a {TRANSACTIONS} table under {lake}, found none; run the job first."
+        )
+    return optimize(table, column="account_id", key=account, target_file_size=target_file_size)
+
+
 def settings_from_args(args: argparse.Namespace) -> FraudSettings:
     return FraudSettings(
         source_table=args.source_table,
@@ -551,7 +587,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
     )
     add_arguments(parser)
-    return run(settings_from_args(parser.parse_args(argv)))
+    add_optimize_arguments(parser)
+    args = parser.parse_args(argv)
+    if args.optimize:
+        from jobs.lake import storage_options_for
+
+        uri = f"{args.lake.rstrip('/')}/{TRANSACTIONS}"
+        options = (
+            storage_options_for(uri, endpoint_url=args.endpoint_url, region=args.region)
+            if urlparse(uri).scheme in ("s3", "s3a")
+            else storage_options_for(uri)
+        )
+        result = optimize_transactions(
+            args.lake, storage_options=options, account=args.account, target_file_size=args.target_file_size
+        )
+        print(json.dumps(result.to_dict() if result else {"optimized": False, "reason": "no rows"}, indent=2))
+        return 0
+    return run(settings_from_args(args))
 
 
 __all__ = [
@@ -567,6 +619,7 @@ __all__ = [
     "build_query",
     "detect",
     "main",
+    "optimize_transactions",
     "run",
     "score",
     "settings_from_args",

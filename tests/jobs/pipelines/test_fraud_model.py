@@ -170,3 +170,10 @@ def test_train_fraud_names_a_missing_file(tmp_path, capsys):
         == 2
     )
     assert "--events: expected a file written by `python -m loadtest.generate`" in capsys.readouterr().err
+
+
+def test_a_missing_model_file_names_the_flag(tmp_path):
+    with pytest.raises(
+        SettingsError, match="--model: expected a model file written by `python -m jobs train-fraud`"
+    ):
+        load_model(str(tmp_path / "none.json"))
