@@ -113,16 +113,30 @@ class FraudModel:
 
 
 def load_model(path: str | None = None) -> FraudModel:
-    """The model at ``path``, or the one packaged with the jobs (``jobs/pipelines/fraud_model.json``)."""
+    """The model at ``path`` (a local path or a URI pyarrow reads: ``s3://``, ``abfss://``...), or the one
+    packaged with the jobs (``jobs/pipelines/fraud_model.json``)."""
     if path is None:
-        text = resources.files("jobs.pipelines").joinpath(PACKAGED_MODEL).read_text(encoding="utf-8")
+        try:
+            text = resources.files("jobs.pipelines").joinpath(PACKAGED_MODEL).read_text(encoding="utf-8")
+        except OSError:
+            raise SettingsError(
+                f"fraud model: expected jobs/pipelines/{PACKAGED_MODEL} inside the installed jobs package, found "
+                "none (a build that packs only .py files drops it); include it, or pass --model PATH|URI."
+            ) from None
         return FraudModel.from_json(text, where=f"jobs/pipelines/{PACKAGED_MODEL} (packaged)")
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as error:
+        if "://" in path:
+            from pyarrow import fs
+
+            filesystem, inner = fs.FileSystem.from_uri(path)
+            with filesystem.open_input_stream(inner) as stream:
+                text = stream.read().decode("utf-8")
+        else:
+            text = Path(path).read_text(encoding="utf-8")
+    except (OSError, ValueError) as error:
         raise SettingsError(
             f"--model: expected a model file written by `python -m jobs train-fraud`, could not read {path} "
-            f"({error.strerror or error})."
+            f"({getattr(error, 'strerror', None) or error})."
         ) from None
     return FraudModel.from_json(text, where=path)
 

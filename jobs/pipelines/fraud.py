@@ -27,6 +27,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.errors import JobError, SettingsError
+from jobs.pipelines._envelope import (
+    INVALID,
+    KIND,
+    QUARANTINE_SCHEMA,
+    REASON,
+    VALID,
+    Envelope,
+    Field,
+    classify,
+    quarantine_arrow,
+)
 from jobs.pipelines._fraud_model import FraudModel, load_model, scorer
 from jobs.pipelines._fraud_state import INPUT_COLUMNS, OUTPUT_SCHEMA, STATE_SCHEMA, detect_frauds
 from jobs.pipelines._layout import LayoutResult, optimize
@@ -97,14 +108,6 @@ ALERTS_SCHEMA = _schema(
     pa.field("small_txn_time", _UTC),
     pa.field("large_txn_time", _UTC),
     pa.field("detected_at", _UTC),
-    pa.field("batch_id", pa.int64()),
-)
-QUARANTINE_SCHEMA = _schema(
-    pa.field("data", pa.binary()),
-    pa.field("shard_id", pa.string()),
-    pa.field("sequence_number", pa.string()),
-    pa.field("reason", pa.string()),
-    pa.field("quarantined_at", _UTC),
     pa.field("batch_id", pa.int64()),
 )
 
@@ -200,61 +203,68 @@ def score(detected: DataFrame, model: FraudModel) -> DataFrame:
 
 
 # The one output schema of the query: detection rows (txn / alert / duplicate), scored, plus the bronze
-# records that are not this pipeline's transactions (quarantine / other), told apart by `kind`.
+# rows that are not this pipeline's valid transactions (invalid -> quarantine / other), told apart by `kind`.
 QUERY_SCHEMA = SCORED_SCHEMA + ", data binary, reason string"
 
-# --- provisional: replaced by the shared envelope (contract C1) when it lands -----------------------------
-_TXN_JSON_SCHEMA = (
-    "event_type string, event_id string, event_time string, transaction_id string, account_id string, "
-    "amount double, txn_time string"
+# What this pipeline reads from bronze (contract C1): transactions, each field typed and checked.
+ENVELOPE = Envelope(
+    "transactions",
+    (
+        Field(
+            "transaction_id",
+            "transaction_id",
+            "string",
+            rule="length(trim({})) > 0",
+            expects="a non-empty id",
+        ),
+        Field(
+            "account_id",
+            "account_id",
+            "string",
+            rule="length(trim({})) > 0",
+            expects="a non-empty account id",
+        ),
+        Field(
+            "amount",
+            "amount",
+            "double",
+            rule="{} > 0 AND NOT isnan({}) AND {} < 1e12",
+            expects="a positive, finite amount",
+        ),
+        Field("txn_time", "txn_time", "timestamp"),
+    ),
 )
 
 
-def classify(bronze: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """(parsed transactions, everything else as ``kind``/``data``/``reason`` rows)."""
+def classify_transactions(bronze: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(this pipeline's valid transactions, every other bronze row as ``kind`` invalid/other with its reason)."""
     from pyspark.sql import functions as F
 
-    parsed = bronze.select(
-        "data",
-        "shard_id",
-        "sequence_number",
-        F.from_json(F.col("data").cast("string"), _TXN_JSON_SCHEMA).alias("j"),
-    )
-    valid = (
-        F.col("j").isNotNull()
-        & F.col("j.transaction_id").isNotNull()
-        & F.col("j.account_id").isNotNull()
-        & F.col("j.amount").isNotNull()
-        & F.col("j.txn_time").isNotNull()
-    )
-    transactions = parsed.where(valid).select(
-        "j.account_id",
-        "j.transaction_id",
-        "j.amount",
-        F.to_timestamp("j.txn_time").alias("txn_time"),
-        "j.event_id",
-        F.to_timestamp("j.event_time").alias("event_time"),
+    rows = classify(bronze, ENVELOPE)
+    transactions = rows.where(F.col(KIND) == VALID).select(
+        "account_id",
+        "transaction_id",
+        "amount",
+        "txn_time",
+        "event_id",
+        "event_time",
         "shard_id",
         "sequence_number",
     )
-    rejected = parsed.where(~valid | valid.isNull()).select(
-        F.lit("quarantine").alias("kind"),
-        "data",
+    rest = rows.where(F.col(KIND) != VALID).select(
+        F.col(KIND).alias("kind"),
+        # Other scenarios' rows are only counted: their payloads need not travel to the driver.
+        F.when(F.col(KIND) == INVALID, F.col("data")).alias("data"),
         "shard_id",
         "sequence_number",
-        F.lit(
-            "not a transaction: expected a JSON object with transaction_id, account_id, amount, txn_time"
-        ).alias("reason"),
+        F.col(REASON).alias("reason"),
     )
-    return transactions, rejected
-
-
-# ----------------------------------------------------------------------------------------------------------
+    return transactions, rest
 
 
 def build_query(bronze: DataFrame, *, watermark_delay: str, model: FraudModel) -> DataFrame:
     """Bronze rows in, every output row out (``kind``): the whole pipeline as one DataFrame transform."""
-    transactions, rest = classify(bronze)
+    transactions, rest = classify_transactions(bronze)
     scored = score(detect(transactions, watermark_delay=watermark_delay), model)
     return scored.unionByName(rest, allowMissingColumns=True)
 
@@ -291,18 +301,10 @@ def split_batch(data: pa.Table, *, batch_id: int, now: datetime, model_version: 
             "batch_id": pa.array([batch_id] * n, pa.int64()),
         }
     ).cast(ALERTS_SCHEMA)
-    rejected = data.filter(pc.equal(kinds, pa.scalar("quarantine")))
-    n = rejected.num_rows
-    parts[QUARANTINE] = pa.table(
-        {
-            "data": rejected.column("data"),
-            "shard_id": rejected.column("shard_id"),
-            "sequence_number": rejected.column("sequence_number"),
-            "reason": rejected.column("reason"),
-            "quarantined_at": pa.array([now] * n, _UTC),
-            "batch_id": pa.array([batch_id] * n, pa.int64()),
-        }
-    ).cast(QUARANTINE_SCHEMA)
+    rejected = data.select(["data", "shard_id", "sequence_number", "kind", "reason"])
+    parts[QUARANTINE] = quarantine_arrow(
+        rejected.rename_columns(["data", "shard_id", "sequence_number", KIND, REASON]), batch_id, now
+    )
     return parts
 
 

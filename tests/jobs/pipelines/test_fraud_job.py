@@ -96,7 +96,18 @@ def _read(settings, name):
 def test_alerts_once_across_a_restart_and_a_crash_mid_batch(spark, job):
     settings, bronze = job
     # Batch 0: A's small; B's large comes before its small (arrival order); junk is quarantined.
-    bronze.add([_payload("a-s", "A", 0.42, 0), _payload("b-l", "B", 777.0, 40), b"{not json", b'{"x": 1}'])
+    sales = json.dumps({"event_type": "sales", "event_id": "x", "SalesId": 1}).encode()
+    negative = _payload("neg", "E", -5.0, 1)
+    bronze.add(
+        [
+            _payload("a-s", "A", 0.42, 0),
+            _payload("b-l", "B", 777.0, 40),
+            b"{not json",
+            b'{"x": 1}',
+            sales,
+            negative,
+        ]
+    )
     _run(spark, settings)
     assert _read(settings, fraud.ALERTS) == []
 
@@ -160,14 +171,17 @@ def test_alerts_once_across_a_restart_and_a_crash_mid_batch(spark, job):
         min(score["a-l"], score["b-l"]) >= 0.5 > max(score["a-s"], score["b-s"], score["c-o"], score["d-x"])
     )
     assert {r["model_version"] for r in txns} == {fraud.load_model().version}
-    quarantined = _read(settings, fraud.QUARANTINE)
-    assert sorted(r["data"] for r in quarantined) == [b'{"x": 1}', b"{not json"]
-    assert all(r["reason"] and r["batch_id"] == 0 for r in quarantined)
+    quarantined = sorted((r["sequence_number"], r["reason"]) for r in _read(settings, fraud.QUARANTINE))
+    assert quarantined == [
+        ("2", "payload is not valid JSON"),
+        ("3", "event_type is missing"),
+        ("5", "field amount: expected a positive, finite amount, found '-5.0'"),
+    ]
 
 
 def test_late_transactions_are_written_flagged_and_not_judged(spark, job):
     settings, bronze = job
-    bronze.add([_payload("o1", "A", 30.0, 0), _payload("o2", "B", 30.0, 600)])
+    bronze.add([_payload("o1", "A", 30.0, 0), _payload("o2", "B", 30.0, 600), _payload("c1", "C", 30.0, 10)])
     _run(spark, settings)
     # Watermark after batch 0: 600 s - 2 min = 480 s. A's pattern at 100 s / 130 s arrives too late.
     bronze.add(
@@ -177,9 +191,18 @@ def test_late_transactions_are_written_flagged_and_not_judged(spark, job):
             _payload("ok", "B", 1.0, 590),
         ]
     )
-    _run(spark, settings)
+    query = _run(spark, settings)
+    (state,) = query.lastProgress["stateOperators"]
     txns = {r["transaction_id"]: r for r in _read(settings, fraud.TRANSACTIONS)}
     assert sorted(tid for tid, r in txns.items() if r["late"]) == ["late-l", "late-s"]
     assert txns["ok"]["late"] is False
     assert txns["late-l"]["watermark"] == T0 + timedelta(seconds=480)
     assert _read(settings, fraud.ALERTS) == []
+    # The late rows reached the state function (Spark dropped none). A's window (o1 at 0 s) expired with its
+    # batch, C's (no new rows) by its event-time timeout: only B's is left, in the RocksDB state store.
+    assert state["numRowsDroppedByWatermark"] == 0
+    assert state["numRowsTotal"] == 1
+    assert "rocksdbSstFileSize" in state["customMetrics"]
+    features = {k: txns["ok"][k] for k in ("seconds_since_previous", "previous_amount", "count_last_minute")}
+    assert features == {"seconds_since_previous": 60.0, "previous_amount": 0.0, "count_last_minute": 0}
+    assert (txns["o2"]["seconds_since_previous"], txns["o2"]["count_last_minute"]) == (60.0, 0)

@@ -177,3 +177,9 @@ def test_a_missing_model_file_names_the_flag(tmp_path):
         SettingsError, match="--model: expected a model file written by `python -m jobs train-fraud`"
     ):
         load_model(str(tmp_path / "none.json"))
+
+
+def test_a_model_is_read_from_a_uri(tmp_path):
+    path = tmp_path / "m.json"
+    path.write_text(MODEL.to_json())
+    assert load_model(path.as_uri()) == MODEL

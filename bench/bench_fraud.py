@@ -1,0 +1,254 @@
+"""Benchmark: the fraud job (stateful, 10k accounts) vs the same bronze -> silver without state or model.
+
+Both read the same bronze Delta table (transactions from the scenario's generator over 10,000 accounts) in the
+same run, several repetitions each, from a fresh checkpoint every time; prints median rows/s of each, their
+ratio (target >= 0.5: keeping per-account state and scoring at most halves the throughput), the state store's
+size after the run (rows, bytes on disk in the checkpoint, RocksDB SST bytes) and the peak RSS summed over
+the process tree (driver Python + JVM + Python workers).
+
+    .venv/bin/python bench/bench_fraud.py                   # 200k transactions
+    .venv/bin/python bench/bench_fraud.py --events 50000 --repetitions 1   # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import random
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import psutil
+import pyarrow as pa
+
+print = functools.partial(print, flush=True)
+ACCOUNTS = 10_000
+COMMIT_ROWS = 20_000
+# The last stateful-operator progress of the fraud query, kept by a listener (the job stops its own query).
+_LAST: dict = {}
+
+
+class PeakRss:
+    """Samples RSS summed over this process and its descendants (driver, JVM, Python workers)."""
+
+    def __init__(self) -> None:
+        self.peak, self._stop = 0, threading.Event()
+        self.breakdown: dict[str, int] = {}
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        me = psutil.Process()
+        while not self._stop.is_set():
+            total, parts = 0, {}
+            for proc in [me, *me.children(recursive=True)]:
+                try:
+                    rss = proc.memory_info().rss
+                    kind = "jvm" if proc.name() == "java" else "python"
+                    parts[kind] = parts.get(kind, 0) + rss
+                    total += rss
+                except psutil.Error:
+                    continue
+            if total > self.peak:
+                self.peak, self.breakdown = total, parts
+            self._stop.wait(0.2)
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def fill_bronze(uri: str, events: int, *, seed: int = 11) -> int:
+    """A bronze table as the ingest job writes it, in commits of COMMIT_ROWS; returns the frauds injected."""
+    from jobs.lake import DeltaRsEngine
+    from loadtest.generators import TransactionsGenerator
+
+    generator = TransactionsGenerator(random.Random(seed), accounts=ACCOUNTS, fraud_rate=0.01)
+    table = DeltaRsEngine().table(uri)
+    now = datetime.now(UTC)
+    for commit, offset in enumerate(range(0, events, COMMIT_ROWS)):
+        rows = min(COMMIT_ROWS, events - offset)
+        payloads = [generator.next_event().data for _ in range(rows)]
+        table.append(
+            pa.table(
+                {
+                    "data": pa.array(payloads, pa.binary()),
+                    "partition_key": ["k"] * rows,
+                    "shard_id": ["shard-0"] * rows,
+                    "sequence_number": [str(offset + i) for i in range(rows)],
+                    "arrival_time": pa.array([now] * rows, pa.timestamp("us", tz="UTC")),
+                    "ingest_time": pa.array([now] * rows, pa.timestamp("us", tz="UTC")),
+                    "batch_id": pa.array([commit] * rows, pa.int64()),
+                }
+            ),
+            app_id="bench-ingest",
+            batch_id=commit,
+        )
+    return len(generator.ground_truth()["fraud_transaction_ids"])
+
+
+def _dir_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def run_fraud(spark, bronze: str, workdir: Path, max_files: int) -> tuple[int, float, dict]:
+    from jobs.lake import DeltaRsEngine
+    from jobs.pipelines import fraud
+
+    settings = fraud.FraudSettings(
+        source_table=bronze,
+        lake=str(workdir / "lake"),
+        checkpoint=str(workdir / "checkpoint"),
+        trigger="available-now",
+        max_files_per_trigger=max_files,
+    )
+    started = time.perf_counter()
+    fraud.run(settings, spark=spark)
+    elapsed = time.perf_counter() - started
+    rows = (
+        DeltaRsEngine()
+        .table(settings.table_uri(fraud.TRANSACTIONS))
+        .read(columns=["transaction_id"])
+        .num_rows
+    )
+    alerts = DeltaRsEngine().table(settings.table_uri(fraud.ALERTS)).read(columns=["account_id"]).num_rows
+    state = {
+        "alerts": alerts,
+        "state_rows": _LAST.get("numRowsTotal", 0),
+        "rocksdb_sst_bytes": _LAST.get("customMetrics", {}).get("rocksdbSstFileSize", 0),
+        "state_dir_bytes": _dir_bytes(workdir / "checkpoint" / "state"),
+    }
+    return rows, elapsed, state
+
+
+def run_baseline(spark, bronze: str, workdir: Path, max_files: int) -> tuple[int, float]:
+    """Bronze -> classified -> silver appends: the same source, envelope and sink, no state, no model."""
+    from pyspark.sql import functions as F
+
+    from jobs.ingest import caught_up
+    from jobs.lake import DeltaRsEngine, foreach_batch_writer
+    from jobs.pipelines import fraud
+    from jobs.sources import read_delta_stream
+
+    checkpoint = str(workdir / "checkpoint")
+    silver = DeltaRsEngine().table(str(workdir / "silver"))
+    transactions, _ = fraud.classify_transactions(
+        read_delta_stream(spark, bronze, max_files_per_trigger=max_files, checkpoint_location=checkpoint)
+    )
+    started = time.perf_counter()
+    query = (
+        transactions.withColumn("late", F.lit(False))
+        .writeStream.option("checkpointLocation", checkpoint)
+        .foreachBatch(foreach_batch_writer(silver, app_id="bench-baseline"))
+        .trigger(processingTime="500 milliseconds")
+        .start()
+    )
+    while not caught_up(query):
+        query.awaitTermination(0.25)
+        if query.exception() is not None:
+            raise query.exception()
+    query.stop()
+    elapsed = time.perf_counter() - started
+    return silver.read(columns=["transaction_id"]).num_rows, elapsed
+
+
+class _StateListener:
+    """Keeps the last stateful operator progress of the fraud query (the job stops its query itself)."""
+
+    def __init__(self, spark) -> None:
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        class Listener(StreamingQueryListener):
+            def onQueryStarted(self, event):
+                pass
+
+            def onQueryProgress(self, event):
+                operators = event.progress.stateOperators
+                if operators:
+                    op = operators[0]
+                    _LAST.update(
+                        numRowsTotal=op.numRowsTotal,
+                        customMetrics=dict(op.customMetrics or {}),
+                    )
+
+            def onQueryIdle(self, event):
+                pass
+
+            def onQueryTerminated(self, event):
+                pass
+
+        spark.streams.addListener(Listener())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--repetitions", type=int, default=3)
+    parser.add_argument("--max-files-per-trigger", type=int, default=1, help="bronze commits per micro-batch")
+    args = parser.parse_args()
+
+    from jobs.session import build_session
+
+    with tempfile.TemporaryDirectory(prefix="bench-fraud-") as tmp:
+        root = Path(tmp)
+        began = time.perf_counter()
+        frauds = fill_bronze(str(root / "bronze"), args.events)
+        print(
+            f"bronze: {args.events:,} transactions over {ACCOUNTS:,} accounts ({frauds} frauds injected) "
+            f"in {time.perf_counter() - began:.1f} s"
+        )
+        spark = build_session("bench-fraud")
+        _StateListener(spark)
+        job, base, states = [], [], []
+        with PeakRss() as rss:
+            # Warm-up: JVM code paths and Python workers, not timed.
+            fill_bronze(str(root / "warm"), 5_000, seed=5)
+            run_fraud(spark, str(root / "warm"), root / "warm-run", args.max_files_per_trigger)
+            for rep in range(args.repetitions):
+                rows_b, elapsed_b = run_baseline(
+                    spark, str(root / "bronze"), root / f"base-{rep}", args.max_files_per_trigger
+                )
+                _LAST.clear()
+                rows_j, elapsed_j, state = run_fraud(
+                    spark, str(root / "bronze"), root / f"job-{rep}", args.max_files_per_trigger
+                )
+                if rows_b != args.events or rows_j != args.events:
+                    raise SystemExit(
+                        f"expected {args.events} rows from both, got baseline={rows_b} fraud={rows_j}"
+                    )
+                base.append(rows_b / elapsed_b)
+                job.append(rows_j / elapsed_j)
+                states.append(state)
+                print(
+                    f"rep {rep}: baseline {base[-1]:,.0f} rows/s | fraud job {job[-1]:,.0f} rows/s, "
+                    f"{state['alerts']} alerts, state {state['state_rows']:,} accounts, "
+                    f"{state['state_dir_bytes'] / 2**20:.1f} MiB state dir"
+                )
+        spark.stop()
+    ratio = statistics.median(job) / statistics.median(base)
+    last = states[-1]
+    print(f"baseline (envelope -> silver, no state): median {statistics.median(base):,.0f} rows/s")
+    print(f"fraud job (state, features, model, 3 tables): median {statistics.median(job):,.0f} rows/s")
+    print(f"ratio fraud/baseline: {ratio:.2f} (target >= 0.50) {'OK' if ratio >= 0.5 else 'BELOW TARGET'}")
+    print(
+        f"state store after the run: {last['state_rows']:,} accounts held, RocksDB SST "
+        f"{last['rocksdb_sst_bytes'] / 2**20:.2f} MiB, checkpoint state dir {last['state_dir_bytes'] / 2**20:.1f} MiB"
+    )
+    print(
+        f"peak RSS of the process tree: {rss.peak / 2**30:.2f} GiB; at the peak: "
+        + ", ".join(f"{k} {v / 2**30:.2f} GiB" for k, v in sorted(rss.breakdown.items()))
+    )
+
+
+if __name__ == "__main__":
+    main()
