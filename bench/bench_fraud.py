@@ -104,14 +104,15 @@ def _dir_bytes(path: Path) -> int:
 def run_fraud(spark, bronze: str, workdir: Path, max_files: int) -> tuple[int, float, dict]:
     from jobs.lake import DeltaRsEngine
     from jobs.pipelines import fraud
+    from jobs.pipelines._job import JobSettings
 
-    settings = fraud.FraudSettings(
+    job = JobSettings(
         source_table=bronze,
         lake=str(workdir / "lake"),
         checkpoint=str(workdir / "checkpoint"),
         trigger="available-now",
-        max_files_per_trigger=max_files,
     )
+    settings = fraud.FraudSettings(job=job, max_files_per_trigger=max_files)
     started = time.perf_counter()
     fraud.run(settings, spark=spark)
     elapsed = time.perf_counter() - started

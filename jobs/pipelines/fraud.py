@@ -12,24 +12,21 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import re
-import signal
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlparse
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.errors import JobError, SettingsError
+from jobs.errors import SettingsError
 from jobs.pipelines._envelope import (
     INVALID,
     KIND,
+    OTHER,
     QUARANTINE_SCHEMA,
     REASON,
     VALID,
@@ -40,6 +37,14 @@ from jobs.pipelines._envelope import (
 )
 from jobs.pipelines._fraud_model import FraudModel, load_model, scorer
 from jobs.pipelines._fraud_state import INPUT_COLUMNS, OUTPUT_SCHEMA, STATE_SCHEMA, detect_frauds
+from jobs.pipelines._job import (
+    BatchMetrics,
+    JobSettings,
+    add_common_arguments,
+    common_settings,
+    query_app_id,
+    run_until_done,
+)
 from jobs.pipelines._layout import LayoutResult, optimize
 
 if TYPE_CHECKING:
@@ -55,25 +60,12 @@ SCORED_SCHEMA = OUTPUT_SCHEMA + ", fraud_score double"
 # Spark's metadata key marking a column as carrying an event-time watermark (EventTimeWatermark.delayKey).
 _DELAY_KEY = "spark.watermarkDelayMs"
 _WATERMARK_GUARD = "_watermark_guard"
-_DELAY = re.compile(r"^\s*(\d+)\s*(second|minute|hour)s?\s*$")
-_UNIT_MS = {"second": 1_000, "minute": 60_000, "hour": 3_600_000}
-
-
-def _delay_ms(delay: str) -> int:
-    match = _DELAY.match(delay)
-    if match is None:
-        raise SettingsError(
-            f"--watermark-delay: expected '<N> seconds', '<N> minutes' or '<N> hours', found {delay!r}."
-        )
-    return int(match.group(1)) * _UNIT_MS[match.group(2)]
 
 
 # Fixed table names under --lake (DESIGN.md), so tools and people find them.
 TRANSACTIONS = "transactions"
 QUARANTINE = "transactions_quarantine"
 ALERTS = "fraud_alerts"
-_TRIGGER = re.compile(r"^(available-now|processing-time=(\d+(?:\.\d+)?)s)$")
-_DRAIN_POLL = "500 milliseconds"
 _UTC = pa.timestamp("us", tz="UTC")
 
 
@@ -114,59 +106,34 @@ ALERTS_SCHEMA = _schema(
 
 @dataclass(frozen=True)
 class FraudSettings:
-    """Everything the fraud job needs, validated once at start-up."""
+    """The fraud job's settings, validated once.
 
-    source_table: str
-    lake: str
-    checkpoint: str
-    trigger: str = "processing-time=5s"
-    endpoint_url: str | None = None
-    region: str | None = None
-    watermark_delay: str = "10 minutes"
+    Attributes:
+        job: the common flags (source table, lake, checkpoint, trigger, endpoint, region).
+        watermark_seconds: how far behind the newest ``txn_time`` a transaction may arrive and still be
+            judged; later ones are written to silver flagged ``late``.
+        model: the model artifact (path or URI); None: the one packaged with the jobs.
+        max_files_per_trigger: bronze files read per micro-batch at most.
+    """
+
+    job: JobSettings
+    watermark_seconds: int = 600
     model: str | None = None
     max_files_per_trigger: int = 1000
 
     def __post_init__(self) -> None:
-        for flag, value in (("--source-table", self.source_table), ("--lake", self.lake)):
-            if not value:
-                raise SettingsError(
-                    f"{flag}: expected a table URI (a path, s3://... or abfss://...), found nothing."
-                )
-        if not self.checkpoint:
-            raise SettingsError("--checkpoint: expected a checkpoint path or URI, found nothing.")
-        if not _TRIGGER.match(self.trigger):
-            raise SettingsError(
-                f"--trigger: expected 'available-now' or 'processing-time=<N>s' (e.g. processing-time=5s), "
-                f"found {self.trigger!r}."
-            )
-        _delay_ms(self.watermark_delay)
+        if self.watermark_seconds < 0:
+            raise SettingsError(f"--watermark: expected seconds >= 0, found {self.watermark_seconds}.")
         if self.max_files_per_trigger < 1:
             raise SettingsError(
                 f"--max-files-per-trigger: expected a whole number of at least 1, found {self.max_files_per_trigger}."
             )
 
-    @property
-    def available_now(self) -> bool:
-        return self.trigger == "available-now"
-
-    @property
-    def processing_seconds(self) -> float:
-        match = _TRIGGER.match(self.trigger)
-        return float(match.group(2)) if match and match.group(2) else 0.0
-
     def table_uri(self, name: str) -> str:
-        return f"{self.lake.rstrip('/')}/{name}"
-
-    def storage_options(self, uri: str) -> dict[str, str]:
-        from jobs.lake import storage_options_for
-
-        # The endpoint and region describe S3 (the emulator's included); other stores find their own.
-        if urlparse(uri).scheme in ("s3", "s3a"):
-            return storage_options_for(uri, endpoint_url=self.endpoint_url, region=self.region)
-        return storage_options_for(uri)
+        return self.job.table(name)
 
 
-def detect(transactions: DataFrame, *, watermark_delay: str) -> DataFrame:
+def detect(transactions: DataFrame, *, watermark_seconds: int) -> DataFrame:
     """Per-account detection over parsed transactions; one row per transaction and per alert (``kind``).
 
     ``transactions`` needs ``account_id``, ``transaction_id``, ``amount``, ``txn_time`` (timestamp),
@@ -175,15 +142,16 @@ def detect(transactions: DataFrame, *, watermark_delay: str) -> DataFrame:
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    watermarked = transactions.withWatermark("txn_time", watermark_delay)
-    delay_ms = _delay_ms(watermark_delay)
+    watermarked = transactions.withWatermark("txn_time", f"{watermark_seconds} seconds")
     # Spark drops rows at or behind the watermark before an event-time-timeout state function sees them,
     # matching on the column that carries the watermark's metadata in the grouped input. The input keeps
     # the event time only as `txn_us` (plain microseconds) and carries the watermark on a null column
     # instead, which no row is ever "behind": the watermark still exists (the timeout needs it), and late
     # rows reach the state function, which judges lateness by the same watermark, flags them, and never
     # loses them. tests/jobs/pipelines/test_fraud_stream.py proves late rows arrive.
-    guard = F.lit(None).cast("timestamp").alias(_WATERMARK_GUARD, metadata={_DELAY_KEY: delay_ms})
+    guard = (
+        F.lit(None).cast("timestamp").alias(_WATERMARK_GUARD, metadata={_DELAY_KEY: watermark_seconds * 1000})
+    )
     grouped = watermarked.select(
         *[F.expr("unix_micros(txn_time)").alias(c) if c == "txn_us" else F.col(c) for c in INPUT_COLUMNS],
         guard,
@@ -262,10 +230,10 @@ def classify_transactions(bronze: DataFrame) -> tuple[DataFrame, DataFrame]:
     return transactions, rest
 
 
-def build_query(bronze: DataFrame, *, watermark_delay: str, model: FraudModel) -> DataFrame:
+def build_query(bronze: DataFrame, *, watermark_seconds: int, model: FraudModel) -> DataFrame:
     """Bronze rows in, every output row out (``kind``): the whole pipeline as one DataFrame transform."""
     transactions, rest = classify_transactions(bronze)
-    scored = score(detect(transactions, watermark_delay=watermark_delay), model)
+    scored = score(detect(transactions, watermark_seconds=watermark_seconds), model)
     return scored.unionByName(rest, allowMissingColumns=True)
 
 
@@ -323,8 +291,8 @@ class FraudTables:
         engine = DeltaRsEngine()
 
         def table(name: str) -> LakeTable:
-            uri = settings.table_uri(name)
-            return engine.table(uri, storage_options=settings.storage_options(uri))
+            uri = settings.job.table(name)
+            return engine.table(uri, storage_options=settings.job.storage_options(uri))
 
         return cls(table(TRANSACTIONS), table(QUARANTINE), table(ALERTS))
 
@@ -349,14 +317,6 @@ def _to_arrow(frame: DataFrame) -> pa.Table:
     return pa.Table.from_batches(getattr(frame, "_collect_as_arrow")())  # noqa: B009
 
 
-def query_app_id(spark: SparkSession, checkpoint: str) -> str:
-    """The transaction app id: Spark's query id from the checkpoint (a new checkpoint, a new identity)."""
-    row = spark.read.text(f"{checkpoint.rstrip('/')}/metadata").first()
-    if row is None:
-        raise JobError(f"expected Spark's query metadata in {checkpoint}/metadata, found an empty file.")
-    return f"lakestack-fraud-{json.loads(row[0])['id']}"
-
-
 def _needs(table: LakeTable, app_id: str, batch_id: int) -> bool:
     from jobs.lake import with_retries
 
@@ -365,6 +325,27 @@ def _needs(table: LakeTable, app_id: str, batch_id: int) -> bool:
 
     done = with_retries(lookup, what=f"transaction lookup on {table.uri}")
     return done is None or done < batch_id
+
+
+def batch_counts(kinds: Mapping[str | None, int], *, late: int) -> dict[str, int]:
+    """One batch's figures from its rows' kinds. Invariant: bronze = silver + quarantined + duplicates + other."""
+    silver, duplicates = kinds.get("txn", 0), kinds.get("duplicate", 0)
+    quarantined, other = kinds.get(INVALID, 0), kinds.get(OTHER, 0)
+    return {
+        "bronze_rows": silver + duplicates + quarantined + other,
+        "silver_rows": silver,
+        "late": late,
+        "quarantined": quarantined,
+        "duplicates_removed": duplicates,
+        "other_types": other,
+        "alerts": kinds.get("alert", 0),
+    }
+
+
+def read_metrics(settings: FraudSettings) -> list[dict[str, Any]]:
+    """Every committed batch's figures (``<checkpoint>/pipeline/metrics``), oldest first."""
+    job = settings.job
+    return BatchMetrics(job.checkpoint, job.storage_options(job.checkpoint)).read_all()
 
 
 def make_batch_writer(
@@ -383,11 +364,13 @@ def make_batch_writer(
     per batch) and split in Arrow.
     """
     bound = tables or FraudTables.under(settings)
+    job = settings.job
+    metrics = BatchMetrics(job.checkpoint, job.storage_options(job.checkpoint))
     identity: list[str] = []
 
     def write(batch: DataFrame, batch_id: int) -> None:
         if not identity:
-            identity.append(query_app_id(spark, settings.checkpoint))
+            identity.append(query_app_id(spark, settings.job.checkpoint, "fraud"))
         app_id = identity[0]
         started = time.perf_counter()
         pending = [(name, table) for name, table, _ in bound.in_order() if _needs(table, app_id, batch_id)]
@@ -397,6 +380,9 @@ def make_batch_writer(
         data = _to_arrow(batch)
         parts = split_batch(data, batch_id=batch_id, now=clock(), model_version=model_version)
         kinds = Counter(data.column("kind").to_pylist())
+        counts = batch_counts(kinds, late=int(pc.sum(parts[TRANSACTIONS].column("late")).as_py() or 0))
+        # Before the commits: a replay rewrites the same figures, so every committed batch has one file.
+        metrics.write(batch_id, {"batch_id": batch_id, **counts})
         for name, table in pending:
             if parts[name].num_rows == 0:
                 continue  # a replay computes the same empty part: nothing to make idempotent
@@ -404,7 +390,7 @@ def make_batch_writer(
         log.info(
             "fraud: batch %d: %s; wrote %s in %.3fs",
             batch_id,
-            ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items(), key=str)) or "no rows",
+            ", ".join(f"{key} {value}" for key, value in counts.items()),
             ", ".join(name for name, _ in pending),
             time.perf_counter() - started,
         )
@@ -424,9 +410,10 @@ def start(
     Args:
         spark: the session.
         settings: the job's settings.
-        bronze: the bronze stream to read (default: the Delta source on ``settings.source_table``).
-        tables: the output tables (default: the fixed names under ``settings.lake``).
+        bronze: the bronze stream to read (default: the Delta source on the job's ``--source-table``).
+        tables: the output tables (default: the fixed names under ``--lake``).
     """
+    job = settings.job
     model = load_model(settings.model)
     bound = tables or FraudTables.under(settings)
     bound.create()
@@ -435,93 +422,57 @@ def start(
 
         bronze = read_delta_stream(
             spark,
-            settings.source_table,
-            storage_options=settings.storage_options(settings.source_table),
+            job.source_table,
+            storage_options=job.storage_options(job.source_table),
             max_files_per_trigger=settings.max_files_per_trigger,
-            checkpoint_location=settings.checkpoint,
+            checkpoint_location=job.checkpoint,
         )
     # The state store provider is fixed when a checkpoint is created; RocksDB keeps state off the JVM heap.
     spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
     spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "0")
-    rows = build_query(bronze, watermark_delay=settings.watermark_delay, model=model)
-    interval = _DRAIN_POLL if settings.available_now else f"{settings.processing_seconds:g} seconds"
+    rows = build_query(bronze, watermark_seconds=settings.watermark_seconds, model=model)
     log.info(
-        "fraud: %s -> %s/{%s,%s,%s}, checkpoint %s, watermark %s, model %s",
-        settings.source_table,
-        settings.lake.rstrip("/"),
+        "fraud: %s -> %s/{%s,%s,%s}, checkpoint %s, watermark %d s, model %s",
+        job.source_table,
+        job.lake.rstrip("/"),
         TRANSACTIONS,
         QUARANTINE,
         ALERTS,
-        settings.checkpoint,
-        settings.watermark_delay,
+        job.checkpoint,
+        settings.watermark_seconds,
         model.version,
     )
     return (
         rows.writeStream.queryName("fraud")
-        .option("checkpointLocation", settings.checkpoint)
+        .option("checkpointLocation", job.checkpoint)
         .foreachBatch(make_batch_writer(spark, settings, model_version=model.version, tables=bound))
-        .trigger(processingTime=interval)
+        .trigger(processingTime=job.interval)
         .start()
     )
 
 
 def run(settings: FraudSettings, *, spark: SparkSession | None = None) -> int:
     """Run until drained (available-now) or stopped by SIGINT/SIGTERM; returns the exit code."""
-    from jobs.ingest import caught_up
     from jobs.session import build_session
 
     session = spark or build_session("lakestack-fraud")
-    query = start(session, settings)
-    stop_requested = threading.Event()
-
-    def request_stop(signum: int, _frame: object) -> None:
-        log.info("fraud: %s received, stopping after the current micro-batch", signal.Signals(signum).name)
-        stop_requested.set()
-
-    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        while query.isActive and not stop_requested.is_set():
-            query.awaitTermination(0.25 if settings.available_now else 1)  # type: ignore[arg-type]
-            if settings.available_now and caught_up(query):
-                log.info("fraud: caught up with %s (available-now), stopping", settings.source_table)
-                break
-        if query.isActive:
-            query.stop()
-        error = query.exception()
-        if error is not None:
-            raise error
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    log.info("fraud: stopped; the next run resumes from checkpoint %s", settings.checkpoint)
-    return 0
+    return run_until_done(start(session, settings), settings.job, name="fraud")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The fraud job's flags (contract C3 plus its own)."""
-    parser.add_argument("--source-table", default="", help="bronze Delta table URI to read")
+    """The fraud job's flags: contract C3's, then its own."""
+    add_common_arguments(parser)
     parser.add_argument(
-        "--lake", required=True, help="where the job's tables live (a path, s3://..., abfss://...)"
-    )
-    parser.add_argument("--checkpoint", default="", help="Spark checkpoint location for this query")
-    parser.add_argument(
-        "--trigger",
-        default="processing-time=5s",
-        help="'available-now' (drain what is there, then stop) or 'processing-time=<N>s' (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--endpoint-url", default=None, help="S3 endpoint for an emulator, e.g. http://127.0.0.1:4566"
-    )
-    parser.add_argument("--region", default=None, help="AWS region of the S3 buckets")
-    parser.add_argument(
-        "--watermark-delay",
-        default="10 minutes",
-        help="how far behind the newest txn_time a transaction may arrive and still be judged (default: %(default)s)",
+        "--watermark",
+        type=int,
+        default=600,
+        help="seconds behind the newest txn_time a transaction may arrive and still be judged; later ones "
+        "are written to silver flagged late (default: %(default)s)",
     )
     parser.add_argument(
         "--model",
         default=None,
-        help="model artifact from train-fraud (default: the one packaged with the job)",
+        help="model artifact from train-fraud, path or URI (default: the packaged one)",
     )
     parser.add_argument(
         "--max-files-per-trigger",
@@ -531,19 +482,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_optimize_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("layout (instead of running the stream)")
-    group.add_argument(
-        "--optimize",
-        action="store_true",
-        help="compact and Z-order the transactions table by account_id, print files/bytes/query cost before "
-        "and after as JSON, and exit",
-    )
-    group.add_argument(
-        "--account", default=None, help="account to measure the query on (default: the busiest)"
-    )
-    group.add_argument(
-        "--target-file-size", type=int, default=None, help="bytes per rewritten file (default: delta-rs' own)"
+def settings_from_args(args: argparse.Namespace) -> FraudSettings:
+    return FraudSettings(
+        job=JobSettings(**common_settings(args)),
+        watermark_seconds=args.watermark,
+        model=args.model,
+        max_files_per_trigger=args.max_files_per_trigger,
     )
 
 
@@ -566,46 +510,58 @@ def optimize_transactions(
     return optimize(table, column="account_id", key=account, target_file_size=target_file_size)
 
 
-def settings_from_args(args: argparse.Namespace) -> FraudSettings:
-    return FraudSettings(
-        source_table=args.source_table,
+def _optimize_main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m jobs fraud --optimize",
+        description=(
+            "Compact and Z-order <lake>/transactions by account_id; print file count, bytes and what a "
+            "one-account query reads and costs, before and after, as JSON."
+        ),
+    )
+    parser.add_argument("--optimize", action="store_true", required=True)
+    parser.add_argument("--lake", required=True, help="where the fraud job's tables live")
+    parser.add_argument("--endpoint-url", default=None, help="S3 endpoint for an emulator (s3:// URIs only)")
+    parser.add_argument("--region", default=None, help="AWS region of s3:// tables")
+    parser.add_argument(
+        "--account", default=None, help="account to measure the query on (default: the busiest)"
+    )
+    parser.add_argument(
+        "--target-file-size", type=int, default=None, help="bytes per rewritten file (default: delta-rs' own)"
+    )
+    args = parser.parse_args(argv)
+    # Only the lake and where it is matter here; the stream's flags are not asked for.
+    job = JobSettings(
+        source_table=args.lake,
         lake=args.lake,
-        checkpoint=args.checkpoint,
-        trigger=args.trigger,
+        checkpoint=args.lake,
         endpoint_url=args.endpoint_url,
         region=args.region,
-        watermark_delay=args.watermark_delay,
-        model=args.model,
-        max_files_per_trigger=args.max_files_per_trigger,
     )
+    uri = job.table(TRANSACTIONS)
+    result = optimize_transactions(
+        args.lake,
+        storage_options=job.storage_options(uri),
+        account=args.account,
+        target_file_size=args.target_file_size,
+    )
+    print(json.dumps(result.to_dict() if result else {"optimized": False, "reason": "no rows"}, indent=2))
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(argv or [])
+    if "--optimize" in arguments:
+        return _optimize_main(arguments)
     parser = argparse.ArgumentParser(
         prog="python -m jobs fraud",
         description=(
             "Detect, per account, a transaction under 1.00 followed within 60 s by one over 500.00; write "
-            "scored transactions, alerts and quarantined records to Delta tables under --lake, exactly once."
+            "scored transactions, alerts and quarantined records to Delta tables under --lake, exactly once. "
+            "With --optimize --lake URI: compact and Z-order the transactions table instead (see --optimize -h)."
         ),
     )
     add_arguments(parser)
-    add_optimize_arguments(parser)
-    args = parser.parse_args(argv)
-    if args.optimize:
-        from jobs.lake import storage_options_for
-
-        uri = f"{args.lake.rstrip('/')}/{TRANSACTIONS}"
-        options = (
-            storage_options_for(uri, endpoint_url=args.endpoint_url, region=args.region)
-            if urlparse(uri).scheme in ("s3", "s3a")
-            else storage_options_for(uri)
-        )
-        result = optimize_transactions(
-            args.lake, storage_options=options, account=args.account, target_file_size=args.target_file_size
-        )
-        print(json.dumps(result.to_dict() if result else {"optimized": False, "reason": "no rows"}, indent=2))
-        return 0
-    return run(settings_from_args(args))
+    return run(settings_from_args(parser.parse_args(arguments)))
 
 
 __all__ = [
@@ -622,6 +578,7 @@ __all__ = [
     "detect",
     "main",
     "optimize_transactions",
+    "read_metrics",
     "run",
     "score",
     "settings_from_args",

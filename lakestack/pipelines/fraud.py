@@ -39,8 +39,9 @@ class FraudRun:
 
     def settings(self, trigger: str) -> Any:
         from jobs.pipelines import fraud
+        from jobs.pipelines._job import JobSettings
 
-        return fraud.FraudSettings(
+        job = JobSettings(
             source_table=self.source_table,
             lake=self.lake,
             checkpoint=self.checkpoint,
@@ -48,6 +49,7 @@ class FraudRun:
             endpoint_url=self.endpoint_url,
             region=self.region,
         )
+        return fraud.FraudSettings(job=job)
 
     def start(self, spark: SparkSession, *, trigger: str = "processing-time=1s") -> StreamingQuery:
         from jobs.pipelines import fraud
@@ -65,7 +67,7 @@ class FraudRun:
 
         def table(name: str) -> Any:
             uri = settings.table_uri(name)
-            return engine.table(uri, storage_options=settings.storage_options(uri))
+            return engine.table(uri, storage_options=settings.job.storage_options(uri))
 
         transactions = table(fraud.TRANSACTIONS).read()
         alerts_table = table(fraud.ALERTS)
@@ -81,7 +83,7 @@ class FraudRun:
         )
         layout = fraud.optimize_transactions(
             self.lake,
-            storage_options=settings.storage_options(settings.table_uri(fraud.TRANSACTIONS)),
+            storage_options=settings.job.storage_options(settings.table_uri(fraud.TRANSACTIONS)),
             target_file_size=DEMO_TARGET_FILE_SIZE,
         )
         figures["layout"] = layout.to_dict() if layout else None

@@ -10,6 +10,7 @@ import pytest
 
 from jobs.lake import DeltaRsEngine, LakeTable, LakeWriteError
 from jobs.pipelines import fraud
+from jobs.pipelines._job import JobSettings
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -70,13 +71,12 @@ class FailingOnce(LakeTable):
 
 @pytest.fixture
 def job(tmp_path):
-    settings = fraud.FraudSettings(
+    job = JobSettings(
         source_table=str(tmp_path / "bronze"),
         lake=str(tmp_path / "lake"),
         checkpoint=str(tmp_path / "checkpoint"),
-        watermark_delay="2 minutes",
     )
-    return settings, Bronze(settings.source_table)
+    return fraud.FraudSettings(job=job, watermark_seconds=120), Bronze(job.source_table)
 
 
 def _run(spark, settings, *, tables=None):
@@ -171,6 +171,12 @@ def test_alerts_once_across_a_restart_and_a_crash_mid_batch(spark, job):
         min(score["a-l"], score["b-l"]) >= 0.5 > max(score["a-s"], score["b-s"], score["c-o"], score["d-x"])
     )
     assert {r["model_version"] for r in txns} == {fraud.load_model().version}
+    # Every bronze row is accounted for, batch by batch: 6 + 3 + 3 rows in, the sales event only counted.
+    totals = {k: sum(m[k] for m in fraud.read_metrics(settings)) for k in ("bronze_rows", "silver_rows")}
+    totals.update(
+        {k: sum(m[k] for m in fraud.read_metrics(settings)) for k in ("quarantined", "other_types", "alerts")}
+    )
+    assert totals == {"bronze_rows": 12, "silver_rows": 8, "quarantined": 3, "other_types": 1, "alerts": 3}
     quarantined = sorted((r["sequence_number"], r["reason"]) for r in _read(settings, fraud.QUARANTINE))
     assert quarantined == [
         ("2", "payload is not valid JSON"),

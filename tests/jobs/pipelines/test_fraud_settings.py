@@ -15,9 +15,9 @@ from jobs.lake import DeltaRsEngine
     ("flags", "message"),
     [
         (["--trigger", "every-5s"], "--trigger: expected 'available-now' or 'processing-time=<N>s'"),
-        (["--watermark-delay", "ten minutes"], "--watermark-delay: expected '<N> seconds', '<N> minutes'"),
+        (["--watermark", "-5"], "--watermark: expected seconds >= 0, found -5"),
         (["--max-files-per-trigger", "0"], "--max-files-per-trigger: expected a whole number of at least 1"),
-        (["--source-table", ""], "--source-table: expected a table URI"),
+        (["--source-table", ""], "--source-table: expected a URI"),
     ],
 )
 def test_bad_flags_exit_2_naming_the_flag(tmp_path, capsys, flags, message):
