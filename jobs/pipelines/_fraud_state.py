@@ -11,15 +11,24 @@ fraud window, i.e. when no pattern can complete any more.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from jobs.pipelines._fraud_features import FEATURES, features_of
-from jobs.pipelines._fraud_rule import WINDOW_US, AccountWindow, Txn, advance
+from jobs.pipelines._fraud_rule import WINDOW_US, AccountWindow, Step, Txn, advance
 
 if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql.streaming.state import GroupState
+
+# PySpark's own serializer concatenates our output with its state frame and pandas warns, once per account
+# and batch, about all-null columns (ours: alert rows have no features); the result is what Spark expects.
+warnings.filterwarnings(
+    "ignore",
+    message="The behavior of DataFrame concatenation with empty or all-NA entries",
+    category=FutureWarning,
+)
 
 # Columns the state function reads. `txn_us` is the event time as integer microseconds: the grouped input
 # must NOT carry the watermarked timestamp column itself, or Spark drops late rows before this function sees
@@ -48,15 +57,6 @@ OUTPUT_SCHEMA = (
     "small_transaction_id string, small_amount double, small_txn_time timestamp, watermark timestamp"
 )
 OUTPUT_COLUMNS: tuple[str, ...] = tuple(part.split()[0] for part in OUTPUT_SCHEMA.split(", "))
-_PASSED_THROUGH = (
-    "account_id",
-    "transaction_id",
-    "amount",
-    "event_id",
-    "event_time",
-    "shard_id",
-    "sequence_number",
-)
 
 
 def load_window(value: tuple[Any, ...] | None) -> AccountWindow:
@@ -89,42 +89,65 @@ def _save(state: GroupState, window: AccountWindow) -> None:
     state.setTimeoutTimestamp(expires // 1000)
 
 
-def _timestamps(values_us: list[int | None]) -> pd.Series:
+def _timestamps(values_us: Sequence[int | None]) -> pd.Series:
     import pandas as pd
 
     return pd.Series(pd.to_datetime(pd.Series(values_us, dtype="Int64"), unit="us", utc=True))
 
 
-def _transaction_rows(
-    frame: pd.DataFrame, rows: list[int], kinds: list[str], features: list[tuple[Any, ...]], late: list[bool]
+def _rows(
+    account_id: str,
+    frame: pd.DataFrame,
+    step: Step,
+    window: AccountWindow,
+    *,
+    watermark_us: int,
+    row_of: dict[int, int],
 ) -> pd.DataFrame:
+    """The output rows of one account's batch, built column by column (Spark calls this once per account, so
+    per-row pandas work is what the job's throughput is made of)."""
+    import numpy as np
     import pandas as pd
 
-    picked = frame.iloc[rows].reset_index(drop=True)
-    out = pd.DataFrame({name: picked[name] for name in _PASSED_THROUGH})
-    out.insert(0, "kind", kinds)
-    out["txn_time"] = _timestamps(picked["txn_us"].tolist())
-    out["late"] = late
+    judged = [*step.on_time, *step.late]
+    picked = [*judged, *step.duplicates]
+    rows = [row_of[id(t)] for t in picked]
+    alerts = step.alerts
+    n_txn, n_alert = len(picked), len(alerts)
+    ordered = sorted((*window.txns, *step.on_time))
+    features = [features_of(ordered, t).as_row() for t in judged] + [None] * len(step.duplicates)
+    no_alert: list[Any] = [None] * n_alert
+    no_txn: list[Any] = [None] * n_txn
+
+    def passed(name: str) -> list[Any]:
+        values = frame[name].tolist()
+        return [values[r] for r in rows] + no_alert
+
+    event_time = frame["event_time"].to_numpy()[rows]
+    columns: dict[str, Any] = {
+        "kind": ["txn"] * len(judged) + ["duplicate"] * len(step.duplicates) + ["alert"] * n_alert,
+        "account_id": [account_id] * (n_txn + n_alert),
+        "transaction_id": [t.transaction_id for t in picked] + [a.large.transaction_id for a in alerts],
+        "amount": [t.amount for t in picked] + [a.large.amount for a in alerts],
+        "txn_time": _timestamps([t.time_us for t in picked] + [a.large.time_us for a in alerts]),
+        "event_id": passed("event_id"),
+        "event_time": pd.Series(
+            np.concatenate([event_time, np.full(n_alert, np.datetime64("NaT"), event_time.dtype)])
+        ),
+        "shard_id": passed("shard_id"),
+        "sequence_number": passed("sequence_number"),
+        "late": [False] * len(step.on_time)
+        + [True] * len(step.late)
+        + [False] * len(step.duplicates)
+        + no_alert,
+        "small_transaction_id": no_txn + [a.small.transaction_id for a in alerts],
+        "small_amount": no_txn + [a.small.amount for a in alerts],
+        "small_txn_time": _timestamps(no_txn + [a.small.time_us for a in alerts]),
+        "watermark": _timestamps([watermark_us] * (n_txn + n_alert)),
+    }
     for index, name in enumerate(FEATURES[1:], start=1):
-        out[name] = [f[index] if f else None for f in features]
-    return out
-
-
-def _alert_rows(account_id: str, alerts: list[Any]) -> pd.DataFrame:
-    import pandas as pd
-
-    return pd.DataFrame(
-        {
-            "kind": ["alert"] * len(alerts),
-            "account_id": [account_id] * len(alerts),
-            "transaction_id": [a.large.transaction_id for a in alerts],
-            "amount": [a.large.amount for a in alerts],
-            "txn_time": _timestamps([a.large.time_us for a in alerts]),
-            "small_transaction_id": [a.small.transaction_id for a in alerts],
-            "small_amount": [a.small.amount for a in alerts],
-            "small_txn_time": _timestamps([a.small.time_us for a in alerts]),
-        }
-    )
+        columns[name] = [f[index] if f else None for f in features] + no_alert
+    return pd.DataFrame(columns, columns=list(OUTPUT_COLUMNS))
 
 
 def detect_frauds(
@@ -138,25 +161,18 @@ def detect_frauds(
     if state.hasTimedOut:
         _save(state, advance(window, [], watermark_us=watermark_us).window)
         return
-    frame = pd.concat(list(frames), ignore_index=True)
+    parts = list(frames)
+    frame = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
     if frame.empty:
         return
     arrived = [
         Txn(int(t), str(i), float(a))
-        for i, a, t in zip(frame["transaction_id"], frame["amount"], frame["txn_us"], strict=True)
+        for i, a, t in zip(
+            frame["transaction_id"].tolist(), frame["amount"].tolist(), frame["txn_us"].tolist(), strict=True
+        )
     ]
-    row_of = {id(txn): row for row, txn in enumerate(arrived)}
     step = advance(window, arrived, watermark_us=watermark_us)
-    ordered = sorted((*window.txns, *step.on_time))
-    judged = [*step.on_time, *step.late]
-    rows = [row_of[id(t)] for t in (*judged, *step.duplicates)]
-    kinds = ["txn"] * len(judged) + ["duplicate"] * len(step.duplicates)
-    features = [features_of(ordered, t).as_row() for t in judged] + [()] * len(step.duplicates)
-    late = [False] * len(step.on_time) + [True] * len(step.late) + [False] * len(step.duplicates)
-    out = pd.concat(
-        [_transaction_rows(frame, rows, kinds, features, late), _alert_rows(str(key[0]), step.alerts)],
-        ignore_index=True,
-    )
-    out["watermark"] = _timestamps([watermark_us] * len(out))
+    row_of = {id(txn): row for row, txn in enumerate(arrived)}
+    out = _rows(str(key[0]), frame, step, window, watermark_us=watermark_us, row_of=row_of)
     _save(state, step.window)
-    yield out.reindex(columns=list(OUTPUT_COLUMNS))
+    yield out
