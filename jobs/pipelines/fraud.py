@@ -56,7 +56,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-SCORED_SCHEMA = OUTPUT_SCHEMA + ", fraud_score double"
+# What `detect` returns (the state function's columns, times as timestamps), plus the model's score.
+DETECTED_SCHEMA = (
+    OUTPUT_SCHEMA.replace("txn_us bigint", "txn_time timestamp")
+    .replace("small_txn_us bigint", "small_txn_time timestamp")
+    .replace("watermark_us bigint", "watermark timestamp")
+)
+SCORED_SCHEMA = DETECTED_SCHEMA + ", fraud_score double"
 # Spark's metadata key marking a column as carrying an event-time watermark (EventTimeWatermark.delayKey).
 _DELAY_KEY = "spark.watermarkDelayMs"
 _WATERMARK_GUARD = "_watermark_guard"
@@ -156,12 +162,19 @@ def detect(transactions: DataFrame, *, watermark_seconds: int) -> DataFrame:
         *[F.expr("unix_micros(txn_time)").alias(c) if c == "txn_us" else F.col(c) for c in INPUT_COLUMNS],
         guard,
     )
-    return grouped.groupBy("account_id").applyInPandasWithState(
+    detected = grouped.groupBy("account_id").applyInPandasWithState(
         detect_frauds,
         outputStructType=OUTPUT_SCHEMA,
         stateStructType=STATE_SCHEMA,
         outputMode="append",
         timeoutConf=GroupStateTimeout.EventTimeTimeout,
+    )
+    as_time = {"txn_us": "txn_time", "small_txn_us": "small_txn_time", "watermark_us": "watermark"}
+    return detected.select(
+        *[
+            F.expr(f"timestamp_micros({c})").alias(as_time[c]) if c in as_time else F.col(c)
+            for c in detected.columns
+        ]
     )
 
 

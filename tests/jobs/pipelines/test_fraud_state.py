@@ -64,6 +64,7 @@ def test_one_batch_emits_every_transaction_and_the_alert_and_keeps_the_window():
     assert txns.loc["l", "event_id"] == "e-l"
     (alert,) = out[out["kind"] == "alert"].to_dict("records")
     assert (alert["small_transaction_id"], alert["transaction_id"], alert["small_amount"]) == ("s", "l", 0.5)
+    assert (alert["txn_us"], alert["small_txn_us"]) == (T0 + 30 * S, T0)
     assert pd.isna(alert["event_time"]) and pd.isna(alert["late"])
     assert [t.transaction_id for t in load_window(state.getOption).txns] == ["s", "l", "o"]
     assert load_window(state.getOption).alerted == frozenset({"l"})
