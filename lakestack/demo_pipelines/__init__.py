@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lakestack.demo_pipelines._base import DemoPipeline, Loads, RunContext, ScenarioLoad
+from lakestack.demo_pipelines.fraud import FraudPipeline
 from lakestack.demo_pipelines.ingest import IngestPipeline
 from lakestack.demo_pipelines.sales import SalesPipeline
 from lakestack.errors import UserError
@@ -17,6 +18,7 @@ from lakestack.errors import UserError
 PIPELINES: dict[str, type[DemoPipeline]] = {
     IngestPipeline.name: IngestPipeline,
     SalesPipeline.name: SalesPipeline,
+    FraudPipeline.name: FraudPipeline,
 }
 
 

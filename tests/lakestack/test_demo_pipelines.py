@@ -23,8 +23,10 @@ def test_pipelines_are_chosen_in_registry_order_with_ingest_always_first():
     assert [p.name for p in select(["ingest"])] == ["ingest"]
     assert scenarios_for(select(["ingest"])) == ["sales"]  # ingest needs some load
     assert scenarios_for(select(["sales", "ingest"])) == ["sales"]
+    assert [p.name for p in select(["fraud"])] == ["ingest", "fraud"]
+    assert scenarios_for(select(["fraud", "sales"])) == ["sales", "transactions"]
     with pytest.raises(
-        UserError, match=r"--pipelines: expected names among ingest, sales, found clicks, views"
+        UserError, match=r"--pipelines: expected names among ingest, sales, fraud, found clicks, views"
     ):
         select(["views", "sales", "clicks"])
 
@@ -143,7 +145,7 @@ def test_an_unknown_pipeline_is_a_one_line_usage_error(tmp_path):
     )
     assert result.returncode == 2
     assert result.stderr.strip() == (
-        "lakestack demo: error: --pipelines: expected names among ingest, sales, found nope. "
+        "lakestack demo: error: --pipelines: expected names among ingest, sales, fraud, found nope. "
         "Leave it out to run every pipeline."
     )
     assert list(tmp_path.iterdir()) == []  # refused before anything started

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 
-from lakestack.pipelines._fraud_score import model_figures, rule_figures
+from lakestack.demo_pipelines._fraud_score import model_figures, rule_figures
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 UTC_US = pa.timestamp("us", tz="UTC")
