@@ -74,16 +74,10 @@ def rule_figures(
             latencies.append((committed - sent).total_seconds())
     precision = len(true_positives) / len(alerted) if alerted else None
     recall = len(true_positives) / len(truth) if truth else None
-    judged_recall = len(true_positives) / (len(truth) - len(excused)) if len(truth) > len(excused) else None
     duplicates = len(large_ids) - len(alerted)
-    ok = (
-        duplicates == 0
-        and not false_positives
-        and (precision == 1.0 or not alerted)
-        and (judged_recall == 1.0 or len(truth) == len(excused))
-    )
-    if late == 0:
-        ok = ok and recall == 1.0 and precision == 1.0
+    # Every alert is an injected fraud, once, and every fraud that could be judged was alerted (with nothing
+    # late, that is precision and recall 1.0; a run that injected none and alerted none is right too).
+    ok = duplicates == 0 and not false_positives and not (missed - excused)
     return {
         "injected": len(truth),
         "alerts": len(large_ids),

@@ -101,3 +101,14 @@ def test_model_figures():
         "precision_at_threshold": 0.6667,
         "recall_at_threshold": 1.0,
     }
+
+
+def test_a_run_without_frauds_and_without_alerts_is_ok():
+    figures = rule_figures(set(), alerts([]), TXNS, {})
+    assert (figures["injected"], figures["alerts"], figures["precision"], figures["recall"]) == (
+        0,
+        0,
+        None,
+        None,
+    )
+    assert figures["ok"] is True
