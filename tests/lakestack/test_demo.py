@@ -81,12 +81,18 @@ def test_demo_on_the_azure_path_reconciles_every_event(tmp_path):
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
+    # Every pipeline runs by default: 300 events of each scenario they need (sales, transactions).
     assert {key: report[key] for key in ("events_sent", "events_landed", "missing", "duplicates", "ok")} == {
-        "events_sent": 300,
-        "events_landed": 300,
+        "events_sent": 600,
+        "events_landed": 600,
         "missing": 0,
         "duplicates": 0,
         "ok": True,
+    }
+    assert {name: figures["ok"] for name, figures in report["pipelines"].items()} == {
+        "ingest": True,
+        "sales": True,
+        "fraud": True,
     }
     assert report["table_uri"] == "abfss://lake@devstoreaccount1.dfs.core.windows.net/bronze/events"
     (run_dir,) = tmp_path.iterdir()
