@@ -5,14 +5,23 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from lakestack.commands import demo, ingest, load, local, stacks
 from lakestack.errors import LakestackError
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line usage errors, like every other mistake the command reports (--help still
+    prints the usage). Subcommands' parsers are of the same class."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``lakestack`` argument parser with every subcommand registered."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="lakestack",
         description=(
             "Stand up, load-test and benchmark streaming lakehouse pipelines (Kinesis/Event Hubs -> Spark -> "
