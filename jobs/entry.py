@@ -10,7 +10,8 @@
 - A bad flag is one line too (exit 2), whatever ``argparse`` parser the job built.
 - The job log (``--log-file PATH``; by default a new file under ``<temp>/lakestack-jobs/``) gets every log
   record, the full trace of a failure and, at the default level, all of Spark's own output: the JVM's log
-  and its Python workers' stderr. The terminal shows the job's own progress lines and everyone's warnings.
+  and its Python workers' stderr. The terminal shows the job's own progress lines and the warnings of the
+  libraries it calls (e.g. botocore), not Spark's.
   ``--verbose`` shows everything on the terminal as well.
 - Under spark-submit on a cluster the driver's stderr is the job log (YARN keeps it), so everything goes
   there, the one line last.
@@ -171,8 +172,17 @@ def _one_line_usage_errors() -> Iterator[None]:
         argparse.ArgumentParser.error = original  # type: ignore[method-assign]
 
 
+# Spark's Python side: py4j logs every error raised in foreachBatch, with its trace, before Spark re-raises it.
+_SPARK_LOGGERS = ("py4j", "pyspark")
+
+
+def _is_under(name: str, parents: Sequence[str]) -> bool:
+    return any(name == parent or name.startswith(f"{parent}.") for parent in parents)
+
+
 class _TerminalFilter(logging.Filter):
-    """At the default level the terminal gets the jobs' own records (progress) and everyone's warnings."""
+    """At the default level the terminal gets the jobs' own records (progress) and the warnings of libraries
+    other than Spark's; Spark's own output is the job log's."""
 
     def __init__(self, *, everything: bool) -> None:
         super().__init__()
@@ -183,7 +193,9 @@ class _TerminalFilter(logging.Filter):
             return True
         if getattr(record, _LOG_ONLY, False):
             return False
-        return record.levelno >= logging.WARNING or record.name == "jobs" or record.name.startswith("jobs.")
+        if _is_under(record.name, ("jobs",)):
+            return True
+        return record.levelno >= logging.WARNING and not _is_under(record.name, _SPARK_LOGGERS)
 
 
 class _TerminalFormatter(logging.Formatter):
