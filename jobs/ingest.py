@@ -408,8 +408,10 @@ def run(settings: IngestSettings, *, spark: SparkSession | None = None) -> int:
         JobError: (or a subclass) before Spark starts, from :func:`preflight`; later, Spark's exception
             carries ours inside it (``python -m jobs`` finds it: :func:`jobs.errors.find_job_error`).
     """
-    from jobs.session import build_session
+    from jobs.session import build_session, check_spark_prerequisites
 
+    if spark is None:
+        check_spark_prerequisites()
     preflight(settings)
     session = spark or build_session("lakestack-ingest")
     query = start(session, settings)

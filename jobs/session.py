@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -61,6 +62,24 @@ def check_java(environ: Mapping[str, str] | None = None) -> int:
         raise PrerequisiteError(
             f"Spark (pyspark 4.0) needs Java 17 or newer and no 'java' was found; {JAVA_INSTALL_HINT}."
         )
+    return _java_major(java)
+
+
+def check_spark_prerequisites() -> None:
+    """Outside a cluster, check what Spark needs on this machine (Java 17+) before anything else is done.
+
+    A job calls it first so a missing Java is its one line, before any progress; :func:`build_session`
+    checks again (the answer is kept per ``java`` binary).
+
+    Raises:
+        PrerequisiteError: naming what to install.
+    """
+    if not on_cluster():
+        check_java()
+
+
+@functools.cache
+def _java_major(java: str) -> int:
     try:
         out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired) as error:
