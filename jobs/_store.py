@@ -13,12 +13,20 @@ from typing import Any
 from urllib.parse import urlparse
 
 from jobs._aws import error_code
+from jobs.errors import SettingsError
 
 S3ClientFactory = Callable[[], Any]
 
 
 def is_s3(uri: str) -> bool:
-    return urlparse(uri).scheme in ("s3", "s3a")
+    return urlparse(uri).scheme.lower() in ("s3", "s3a")
+
+
+def is_supported(uri: str) -> bool:
+    """True for the locations this store can reach: a local path, ``file://`` and ``s3://``."""
+    scheme = urlparse(uri).scheme.lower()
+    # A Windows drive letter parses as a one-letter scheme: it is a local path.
+    return scheme in ("", "file", "s3", "s3a") or len(scheme) == 1
 
 
 class CheckpointStore:
@@ -30,6 +38,12 @@ class CheckpointStore:
     """
 
     def __init__(self, root: str, s3_client: S3ClientFactory) -> None:
+        if not is_supported(root):
+            # Never fall through to a local path: "abfss://..." would become a folder named "abfss:" here.
+            raise SettingsError(
+                f"checkpoint {root}: expected a local path, file:// or s3:// location for the files the kit "
+                f"keeps next to it, found scheme {urlparse(root).scheme!r}."
+            )
         parsed = urlparse(root)
         self.root = root
         self._s3 = is_s3(root)

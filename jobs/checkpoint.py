@@ -20,7 +20,8 @@ The first run records ``<checkpoint>/lakestack-owner.json``; a later run whose j
 differs stops with :class:`~jobs.errors.CheckpointMismatchError` (exit 2), naming both and the two ways
 out: a new checkpoint, or the original source and target. A part given by only one side is not compared
 (a source may claim its own part; the job adds the rest). A checkpoint on which no batch was planned yet may
-be re-claimed. Call it after the cheap access checks, so a typo in a name is never recorded.
+be re-claimed. Call it after the cheap access checks, so a typo in a name is never recorded. Owner records
+are kept on local and ``s3://`` checkpoints; on others (``abfss://``) the claim logs a warning and checks nothing.
 
 **Per-batch files.** :class:`BatchFiles` keeps one small JSON file per micro-batch (e.g. the Kinesis
 source's metrics) and, as each new one is written, removes those older than the newest ``retain`` batches,
@@ -42,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from jobs._aws import make_client
-from jobs._store import CheckpointStore, S3ClientFactory
+from jobs._store import CheckpointStore, S3ClientFactory, is_supported
 from jobs.errors import BatchNotKeptError, CheckpointMismatchError, SettingsError
 
 if TYPE_CHECKING:
@@ -198,6 +199,15 @@ def claim_checkpoint(
     """
     if job is None and source is None and target is None:
         raise SettingsError("claim_checkpoint: expected at least one of job, source or target, found none.")
+    if not is_supported(checkpoint):
+        # abfss:// (Synapse): no client for it here, and guessing would be worse than saying so.
+        log.warning(
+            "checkpoint %s: its owner cannot be recorded on this storage; make sure it is this job's alone",
+            checkpoint,
+        )
+        return CheckpointOwner(
+            job=job, source=source, target=None if target is None else normalize_uri(target)
+        )
     store = CheckpointStore(
         checkpoint, s3_client or (lambda: make_client("s3", region=region, endpoint_url=endpoint_url))
     )

@@ -183,3 +183,17 @@ def test_claim_on_an_s3_checkpoint(moto_endpoint, unique_name):
             region="us-east-1",
             endpoint_url=moto_endpoint,
         )
+
+
+def test_a_checkpoint_the_kit_cannot_reach_is_said_so_and_never_becomes_a_local_folder(
+    tmp_path, monkeypatch, caplog
+):
+    monkeypatch.chdir(tmp_path)
+    checkpoint = "abfss://fs@acct.dfs.core.windows.net/checkpoints/ingest"
+    with caplog.at_level("WARNING", logger="jobs.checkpoint"):
+        owner = claim_checkpoint(checkpoint, job="ingest", source=SourceRef.kinesis("a", "eu-west-1"))
+    assert owner.job == "ingest"
+    assert f"checkpoint {checkpoint}: its owner cannot be recorded on this storage" in caplog.text
+    with pytest.raises(SettingsError, match=r"expected a local path, file:// or s3:// location .* 'abfss'"):
+        CheckpointStore(checkpoint, _no_s3)
+    assert list(tmp_path.iterdir()) == []
