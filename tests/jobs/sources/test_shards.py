@@ -218,7 +218,14 @@ def test_starting_positions():
 
 @pytest.mark.parametrize(
     "code,expected",
-    [("UnrecognizedClientException", StreamAccessError), ("ResourceNotFoundException", StreamNotFoundError)],
+    [
+        ("UnrecognizedClientException", StreamAccessError),
+        (
+            "KMSAccessDeniedException",
+            StreamAccessError,
+        ),  # GetRecords on an encrypted stream without kms:Decrypt
+        ("ResourceNotFoundException", StreamNotFoundError),
+    ],
 )
 def test_access_errors_name_stream_and_region(code, expected):
     error = _error(code, 400, "ListShards")
