@@ -16,6 +16,9 @@ from jobs._aws import error_code
 from jobs.errors import SettingsError
 
 S3ClientFactory = Callable[[], Any]
+# The files kept next to an s3:// checkpoint (offset log reads, pinned start, metrics, the owner record): S3
+# answers 503 SlowDown now and then, and one such reply must not fail the query (botocore retries them).
+CHECKPOINT_S3_ATTEMPTS = 8
 
 
 def is_s3(uri: str) -> bool:

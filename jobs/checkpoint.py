@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from jobs._aws import make_client
-from jobs._store import CheckpointStore, S3ClientFactory, is_supported
+from jobs._store import CHECKPOINT_S3_ATTEMPTS, CheckpointStore, S3ClientFactory, is_supported
 from jobs.errors import BatchNotKeptError, CheckpointMismatchError, SettingsError
 
 if TYPE_CHECKING:
@@ -209,7 +209,13 @@ def claim_checkpoint(
             job=job, source=source, target=None if target is None else normalize_uri(target)
         )
     store = CheckpointStore(
-        checkpoint, s3_client or (lambda: make_client("s3", region=region, endpoint_url=endpoint_url))
+        checkpoint,
+        s3_client
+        or (
+            lambda: make_client(
+                "s3", region=region, endpoint_url=endpoint_url, attempts=CHECKPOINT_S3_ATTEMPTS
+            )
+        ),
     )
     wanted = CheckpointOwner(
         job=job,

@@ -27,6 +27,7 @@ Contents = Literal["table", "empty", "other"]
 # A zero-byte object written and deleted under the table to prove the credentials may write there. Names
 # starting with "_" are ignored by Delta readers, so a probe left behind by a crash is harmless.
 _PROBE = "_lakestack_write_check"
+_S3_ATTEMPTS = 4
 
 
 def check_table_readable(
@@ -129,7 +130,13 @@ def _s3_parts(uri: str) -> tuple[str, str]:
 
 
 def _s3_client(options: dict[str, str]) -> Any:
-    return make_client("s3", region=options.get("AWS_REGION"), endpoint_url=options.get("AWS_ENDPOINT_URL"))
+    # botocore retries S3's occasional 503 SlowDown: a check must not fail a start on one.
+    return make_client(
+        "s3",
+        region=options.get("AWS_REGION"),
+        endpoint_url=options.get("AWS_ENDPOINT_URL"),
+        attempts=_S3_ATTEMPTS,
+    )
 
 
 def _s3_contents(uri: str, options: dict[str, str], flag: str) -> Contents:

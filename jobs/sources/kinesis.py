@@ -31,6 +31,7 @@ from pyspark.sql.types import BinaryType, StringType, StructField, StructType, T
 from jobs._aws import make_client
 from jobs._options import parse_bool
 from jobs._retry import RetryPolicy
+from jobs._store import CHECKPOINT_S3_ATTEMPTS
 from jobs.checkpoint import DEFAULT_BATCHES_TO_RETAIN, BatchFiles, SourceRef, claim_checkpoint
 from jobs.checkpoint import batches_to_retain as spark_batches_to_retain
 from jobs.sources._checkpoint import last_logged_offset, metrics_files, pinned_start, read_metrics
@@ -70,9 +71,6 @@ _ARROW_SCHEMA = pa.schema(_ARROW_FIELDS)
 # (spark.rpc.message.maxSize is 128 MiB by default).
 DEFAULT_INLINE_BYTES_PER_SHARD = 32 * 1024 * 1024
 INLINE_BYTES_PER_BATCH = 256 * 1024 * 1024
-# The files the source keeps next to an s3:// checkpoint (offset log reads, pinned start, metrics): S3 answers
-# 503 SlowDown now and then, and one such reply must not fail the query.
-CHECKPOINT_S3_ATTEMPTS = 8
 
 
 @dataclass(frozen=True)
