@@ -165,15 +165,19 @@ def test_registered_jobs_report_errors_raised_inside_spark_as_one_line(moto_endp
     progress = [line for line in lines if re.match(r"\d\d:\d\d:\d\d ", line)]
     assert len(progress) == 1
     assert progress[0].split(" ", 1)[1].startswith("ingest: no-such-stream (us-east-1) -> ")
-    assert [line for line in lines if line not in progress] == [
+    sink, state, source = [line for line in lines if line not in progress]
+    assert sink == (
         "python -m jobs toy-sink: error: append of batch 0 to /lake/t failed 5 times; retry the query. "
-        f"The full trace is in {tmp_path / 'toy-sink.log'}; --verbose prints it here.",
-        "python -m jobs toy-state: error: --rule: expected a threshold above 0, found -1",
+        f"The full trace is in {tmp_path / 'toy-sink.log'}; --verbose prints it here."
+    )
+    assert state == "python -m jobs toy-state: error: --rule: expected a threshold above 0, found -1"
+    # The middle quotes botocore's own message, whose wording varies with its version.
+    assert source.startswith(
         "python -m jobs toy-source: error: expected Kinesis stream 'no-such-stream' in region 'us-east-1' at "
         f"endpoint {moto_endpoint}, but it was not found (An error occurred (ResourceNotFoundException) when "
-        "calling the ListShards operation: Stream no-such-stream under account 123456789012 not found.). Check "
-        "the stream name and the region (--region), or create the stream first.",
-    ]
+        "calling the ListShards operation"
+    )
+    assert source.endswith("Check the stream name and the region (--region), or create the stream first.")
     # The first job's log got the JVM's output too (Spark started under it); each has its own trace.
     assert "WARNING: Using incubator modules" in (tmp_path / "toy-sink.log").read_text()
     for name, error in [
