@@ -50,15 +50,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     name, rest = args[0], args[1:]
     if name not in JOBS:
         print(
-            f"python -m jobs: error: unknown job {name!r}; expected one of: {', '.join(JOBS)} "
-            "(see `python -m jobs --help`)",
+            f"error: unknown job {name!r}; expected one of: {', '.join(JOBS)} (see `python -m jobs --help`)",
             file=sys.stderr,
         )
         return USER_MISTAKE
     try:
         options, job_args = split_entry_options(rest)
     except UsageError as error:
-        print(f"python -m jobs {name}: error: {error}", file=sys.stderr)
+        print(f"error: {error}", file=sys.stderr)
         return USER_MISTAKE
     job = JOBS[name][0]
     return run_job(name, lambda: job(job_args), verbose=options.verbose, log_file=options.log_file)

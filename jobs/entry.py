@@ -2,8 +2,8 @@
 
 ``python -m jobs <job> ...`` (and ``lakestack ingest``) run a job through :func:`run_job`:
 
-- An error of ours (:class:`~jobs.errors.JobError`) ends the job with one line, ``<prog>: error: <message>``,
-  and its ``exit_code``: 2 for the user's mistakes, 1 for failures of the system. That holds also when Spark
+- An error of ours (:class:`~jobs.errors.JobError`) ends the job with one line, ``error: <message>`` (or
+  ``<prog>: error: <message>`` for a command that names itself, like ``lakestack ingest``), and its ``exit_code``: 2 for the user's mistakes, 1 for failures of the system. That holds also when Spark
   raised it far from the job's code (a data source, ``foreachBatch``, a state function) and carried it back
   inside its own exceptions: :func:`jobs.errors.find_job_error` finds it there.
 - Any other error is a failure of the system: one line naming it and the job log, exit 1.
@@ -110,28 +110,28 @@ def run_job(
     Args:
         job: the job's name, as registered.
         body: runs the job and returns its exit status.
-        prog: how the user invoked it, the prefix of the error line (default ``python -m jobs <job>``).
+        prog: the command, when it should prefix the error line (``lakestack ingest``); None: ``error: ...``.
         verbose: everything on the terminal too.
         log_file: the job log; None for the default (see :func:`default_log_path`; on a cluster: stderr).
 
     Returns:
         The exit status: the job's own, 2 for a mistake of the user's, 1 for a failure, 130 when interrupted.
     """
-    name = prog or f"python -m jobs {job}"
+    prefix = f"{prog}: " if prog else ""
     try:
         path = _log_path(job, log_file)
     except UsageError as error:
-        print(f"{name}: error: {error}", file=sys.stderr)
+        print(f"{prefix}error: {error}", file=sys.stderr)
         return USER_MISTAKE
     with _JobOutput(path, verbose=verbose) as output:
         try:
             with _one_line_usage_errors():
                 return int(body())
         except KeyboardInterrupt:
-            output.say(f"{name}: interrupted" + (f"; the job log is {path}" if path else ""))
+            output.say(f"{prefix}interrupted" + (f"; the job log is {path}" if path else ""))
             return 130
         except Exception as error:
-            return output.report(name, job, error)
+            return output.report(prefix, job, error)
 
 
 def _log_path(job: str, log_file: str | None) -> Path | None:
@@ -252,15 +252,19 @@ class _JobOutput:
         # pointing file descriptor 2 at the log sends all of Spark's output there, Java and Python alike. The
         # terminal keeps a descriptor of its own for the lines meant for the user.
         sys.stderr.flush()
+        python_stderr_on_fd_2 = _fileno(sys.stderr) == 2
         self._saved_fd = os.dup(2)
         log_fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             os.dup2(log_fd, 2)
         finally:
             os.close(log_fd)
-        self.terminal = os.fdopen(
-            os.dup(self._saved_fd), "w", buffering=1, encoding="utf-8", errors="backslashreplace"
-        )
+        if python_stderr_on_fd_2:
+            self.terminal = os.fdopen(
+                os.dup(self._saved_fd), "w", buffering=1, encoding="utf-8", errors="backslashreplace"
+            )
+        # Otherwise whoever runs the job in-process has put a stream of its own in sys.stderr (a test, a tool
+        # that shows the output): the lines meant for the user go there.
 
     def _add(self, handler: logging.Handler) -> None:
         logging.getLogger().addHandler(handler)
@@ -288,16 +292,17 @@ class _JobOutput:
             self.terminal.flush()
             os.dup2(self._saved_fd, 2)
             os.close(self._saved_fd)
-            self.terminal.close()
+            if self.terminal is not sys.stderr:
+                self.terminal.close()
             self.terminal = sys.stderr
             self._saved_fd = None
 
     def say(self, line: str) -> None:
         print(line, file=self.terminal, flush=True)
 
-    def report(self, prog: str, job: str, error: Exception) -> int:
+    def report(self, prefix: str, job: str, error: Exception) -> int:
         """Log ``error``'s full trace to the job log and say it on the terminal in one line; its exit status."""
-        log.error("%s failed", prog, exc_info=error, extra={_LOG_ONLY: True})
+        log.error("the %s job failed", job, exc_info=error, extra={_LOG_ONLY: True})
         found = find_job_error(error)
         if found is not None:
             code, message = found.exit_code, _flatten(str(found))
@@ -305,8 +310,15 @@ class _JobOutput:
             code, message = SYSTEM_FAILURE, f"the {job} job failed: {type(error).__name__}: {one_line(error)}"
         if code != USER_MISTAKE and not self.everything_on_terminal:
             message = f"{message.rstrip()} The full trace is in {self.path}; --verbose prints it here."
-        self.say(f"{prog}: error: {message}")
+        self.say(f"{prefix}error: {message}")
         return code
+
+
+def _fileno(stream: TextIO) -> int | None:
+    try:
+        return stream.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError and a ValueError
+        return None
 
 
 def _flatten(message: str) -> str:

@@ -33,9 +33,7 @@ def test_an_error_of_ours_is_one_line_with_its_exit_status(tmp_path, capfd):
 
     assert _run(body, tmp_path) == 2
     out, err = capfd.readouterr()
-    assert err == (
-        "python -m jobs toy: error: no AWS credentials found for Kinesis stream 's'. Set AWS_ACCESS_KEY_ID.\n"
-    )
+    assert err == ("error: no AWS credentials found for Kinesis stream 's'. Set AWS_ACCESS_KEY_ID.\n")
     assert out == ""
     logged = (tmp_path / "job.log").read_text()
     assert "Traceback (most recent call last)" in logged
@@ -49,7 +47,7 @@ def test_any_other_failure_is_one_line_pointing_at_the_trace_in_the_job_log(tmp_
     assert _run(body, tmp_path) == 1
     err = capfd.readouterr().err
     assert err == (
-        "python -m jobs toy: error: the toy job failed: RuntimeError: disk on fire The full trace is in "
+        "error: the toy job failed: RuntimeError: disk on fire The full trace is in "
         f"{tmp_path / 'job.log'}; --verbose prints it here.\n"
     )
     assert 'raise RuntimeError("disk on fire' in (tmp_path / "job.log").read_text()
@@ -90,9 +88,7 @@ def test_verbose_shows_everything_and_the_trace_on_the_terminal(tmp_path, capfd)
     err = capfd.readouterr().err
     assert "INFO py4j.clientserver: Closing down clientserver connection" in err
     assert "Traceback (most recent call last)" in err
-    assert err.splitlines()[-1] == (
-        "python -m jobs toy: error: append of batch 3 to /t failed 5 times; retry the query."
-    )
+    assert err.splitlines()[-1] == ("error: append of batch 3 to /t failed 5 times; retry the query.")
 
 
 def test_a_bad_flag_in_any_jobs_own_parser_is_one_line(tmp_path, capfd):
@@ -105,9 +101,8 @@ def test_a_bad_flag_in_any_jobs_own_parser_is_one_line(tmp_path, capfd):
     assert _run(lambda: body([]), tmp_path) == 2
     assert _run(lambda: body(["--table", "t", "--tabel", "u"]), tmp_path) == 2
     assert capfd.readouterr().err.splitlines() == [
-        "python -m jobs toy: error: the following arguments are required: --table "
-        "(see `python -m jobs toy --help`)",
-        "python -m jobs toy: error: unrecognized arguments: --tabel u (see `python -m jobs toy --help`)",
+        "error: the following arguments are required: --table (see `python -m jobs toy --help`)",
+        "error: unrecognized arguments: --tabel u (see `python -m jobs toy --help`)",
     ]
     with pytest.raises(SystemExit):  # outside a job's run, argparse is argparse again
         argparse.ArgumentParser(prog="p").parse_args(["--nope"])
@@ -118,16 +113,14 @@ def test_interrupted_job_exits_130_naming_its_log(tmp_path, capfd):
         raise KeyboardInterrupt
 
     assert _run(body, tmp_path) == 130
-    assert (
-        capfd.readouterr().err == f"python -m jobs toy: interrupted; the job log is {tmp_path / 'job.log'}\n"
-    )
+    assert capfd.readouterr().err == f"interrupted; the job log is {tmp_path / 'job.log'}\n"
 
 
 def test_a_log_file_that_cannot_be_written_is_one_line(tmp_path, capfd):
     (tmp_path / "a-file").write_text("")
     assert run_job("toy", lambda: 0, log_file=str(tmp_path / "a-file" / "job.log")) == 2
     assert capfd.readouterr().err.startswith(
-        f"python -m jobs toy: error: --log-file: cannot write {tmp_path / 'a-file' / 'job.log'} ("
+        f"error: --log-file: cannot write {tmp_path / 'a-file' / 'job.log'} ("
     )
 
 
@@ -167,13 +160,13 @@ def test_registered_jobs_report_errors_raised_inside_spark_as_one_line(moto_endp
     assert progress[0].split(" ", 1)[1].startswith("ingest: no-such-stream (us-east-1) -> ")
     sink, state, source = [line for line in lines if line not in progress]
     assert sink == (
-        "python -m jobs toy-sink: error: append of batch 0 to /lake/t failed 5 times; retry the query. "
+        "error: append of batch 0 to /lake/t failed 5 times; retry the query. "
         f"The full trace is in {tmp_path / 'toy-sink.log'}; --verbose prints it here."
     )
-    assert state == "python -m jobs toy-state: error: --rule: expected a threshold above 0, found -1"
+    assert state == "error: --rule: expected a threshold above 0, found -1"
     # The middle quotes botocore's own message, whose wording varies with its version.
     assert source.startswith(
-        "python -m jobs toy-source: error: expected Kinesis stream 'no-such-stream' in region 'us-east-1' at "
+        "error: expected Kinesis stream 'no-such-stream' in region 'us-east-1' at "
         f"endpoint {moto_endpoint}, but it was not found (An error occurred (ResourceNotFoundException) when "
         "calling the ListShards operation"
     )

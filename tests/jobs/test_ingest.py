@@ -148,9 +148,7 @@ def test_job_entry_reports_bad_flags_without_a_traceback(tmp_path):
         env={**os.environ, "TMPDIR": str(tmp_path)},  # the job log goes to the test's folder
     )
     assert result.returncode == 2
-    assert result.stderr.startswith(
-        "python -m jobs ingest: error: --trigger: expected 'available-now' or 'processing-time=<N>s'"
-    )
+    assert result.stderr.startswith("error: --trigger: expected 'available-now' or 'processing-time=<N>s'")
     assert len(result.stderr.splitlines()) == 1
 
 

@@ -71,7 +71,7 @@ def test_missing_credentials(moto_endpoint, tmp_path):
     )
     result = run(*ingest_args("s", moto_endpoint, tmp_path / "t", tmp_path / "c"), tmp_path=tmp_path, env=env)
     assert one_line(result, 2) == (
-        "python -m jobs ingest: error: no AWS credentials found for Kinesis stream 's' in region 'us-east-1' at "
+        "error: no AWS credentials found for Kinesis stream 's' in region 'us-east-1' at "
         f"endpoint {moto_endpoint}. Set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, a profile, or run with an "
         "instance role."
     )
@@ -84,7 +84,7 @@ def test_unknown_stream(moto_endpoint, tmp_path):
     )
     line = one_line(result, 2)
     assert line.startswith(
-        "python -m jobs ingest: error: expected Kinesis stream 'no-such-stream' in region 'us-east-1' at endpoint "
+        "error: expected Kinesis stream 'no-such-stream' in region 'us-east-1' at endpoint "
         f"{moto_endpoint}, but it was not found"
     )
     assert line.endswith("Check the stream name and the region (--region), or create the stream first.")
@@ -95,7 +95,7 @@ def test_the_emulator_not_running(tmp_path):
     result = run(*ingest_args("events", endpoint, tmp_path / "t", tmp_path / "c"), tmp_path=tmp_path)
     line = one_line(result, 2)
     assert line.startswith(
-        f"python -m jobs ingest: error: could not connect to Kinesis for stream 'events' in region 'us-east-1' "
+        f"error: could not connect to Kinesis for stream 'events' in region 'us-east-1' "
         f"at endpoint {endpoint}"
     )
     assert line.endswith(
@@ -129,9 +129,7 @@ def test_unreadable_table(stream, moto_endpoint, tmp_path, layout, message):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     result = run(*ingest_args(stream, moto_endpoint, table, tmp_path / "c"), tmp_path=tmp_path)
-    assert one_line(result, 2).startswith(
-        f"python -m jobs ingest: error: --table: {message.format(table=table)}"
-    )
+    assert one_line(result, 2).startswith(f"error: --table: {message.format(table=table)}")
 
 
 def test_a_missing_bucket_for_the_table(stream, moto_endpoint, tmp_path):
@@ -139,7 +137,7 @@ def test_a_missing_bucket_for_the_table(stream, moto_endpoint, tmp_path):
         *ingest_args(stream, moto_endpoint, "s3://no-such-bucket/bronze", tmp_path / "c"), tmp_path=tmp_path
     )
     assert one_line(result, 2) == (
-        "python -m jobs ingest: error: --table: bucket 'no-such-bucket' of s3://no-such-bucket/bronze does not "
+        "error: --table: bucket 'no-such-bucket' of s3://no-such-bucket/bronze does not "
         f"exist at {moto_endpoint}. Create it (the stack or `lakestack local up` does), or fix the URI."
     )
 
@@ -157,19 +155,17 @@ def test_a_missing_bucket_for_the_table(stream, moto_endpoint, tmp_path):
 def test_a_bad_flag(tmp_path, extra, message):
     argv = ingest_args("s", "http://127.0.0.1:9", tmp_path / "t", tmp_path / "c")
     result = run(*argv, *extra, tmp_path=tmp_path)
-    assert one_line(result, 2).startswith(f"python -m jobs ingest: error: {message}")
+    assert one_line(result, 2).startswith(f"error: {message}")
 
 
 def test_a_missing_flag_and_an_unknown_job(tmp_path):
     missing = run("jobs", "ingest", "--stream", "s", tmp_path=tmp_path)
     assert one_line(missing, 2) == (
-        "python -m jobs ingest: error: the following arguments are required: --region, --table, --checkpoint "
+        "error: the following arguments are required: --table, --checkpoint "
         "(see `python -m jobs ingest --help`)"
     )
     unknown = run("jobs", "ingets", tmp_path=tmp_path)
-    assert one_line(unknown, 2).startswith(
-        "python -m jobs: error: unknown job 'ingets'; expected one of: ingest"
-    )
+    assert one_line(unknown, 2).startswith("error: unknown job 'ingets'; expected one of: ingest")
 
 
 def test_java_missing(stream, moto_endpoint, tmp_path):
@@ -179,7 +175,7 @@ def test_java_missing(stream, moto_endpoint, tmp_path):
         *ingest_args(stream, moto_endpoint, tmp_path / "t", tmp_path / "c"), tmp_path=tmp_path, env=env
     )
     assert one_line(result, 2) == (
-        "python -m jobs ingest: error: Spark (pyspark 4.0) needs Java 17 or newer and no 'java' was found; "
+        "error: Spark (pyspark 4.0) needs Java 17 or newer and no 'java' was found; "
         "install a Java 17+ runtime: 'sudo apt-get install openjdk-17-jre-headless' (Debian/Ubuntu), "
         "'sudo dnf install java-17-openjdk-headless' (Fedora/RHEL) or 'brew install openjdk@17' (macOS), or "
         "point JAVA_HOME at one."
@@ -226,14 +222,14 @@ def test_a_checkpoint_reused_for_another_stream_or_table_is_refused(
     owner = f"the ingest job reading Kinesis stream '{stream_a}' in us-east-1 into {table_a}"
     other_stream = run(*ingest_args(stream_b, moto_endpoint, table_b, checkpoint), tmp_path=tmp_path)
     assert one_line(other_stream, 2) == (
-        f"python -m jobs ingest: error: checkpoint {checkpoint} belongs to {owner}, not to this run (the ingest "
+        f"error: checkpoint {checkpoint} belongs to {owner}, not to this run (the ingest "
         f"job reading Kinesis stream '{stream_b}' in us-east-1 into {table_b}); its positions are the first one's "
         "and reusing it would skip or misplace records. Either give this run a new --checkpoint, or run it with "
         f"the original source and target ({owner})."
     )
     other_table = run(*ingest_args(stream_a, moto_endpoint, table_b, checkpoint), tmp_path=tmp_path)
     assert one_line(other_table, 2).startswith(
-        f"python -m jobs ingest: error: checkpoint {checkpoint} belongs to {owner}, not to this run (the ingest "
+        f"error: checkpoint {checkpoint} belongs to {owner}, not to this run (the ingest "
         f"job reading Kinesis stream '{stream_a}' in us-east-1 into {table_b});"
     )
     assert not table_b.exists()
