@@ -1,12 +1,16 @@
-"""``python -m jobs <job> [flags]``: the entry spark-submit runs on a cluster, and users run locally."""
+"""``python -m jobs <job> [flags]``: the entry spark-submit runs on a cluster, and users run locally.
+
+Every job registered in ``JOBS`` runs through :func:`jobs.entry.run_job`: its errors become one line and an
+exit status (2: the user's to fix, 1: a failure), its full traces and Spark's own output go to the job log.
+"""
 
 from __future__ import annotations
 
-import logging
 import sys
 from collections.abc import Callable, Sequence
 
-from jobs.errors import JobError
+from jobs.entry import run_job, split_entry_options
+from jobs.errors import USER_MISTAKE, UsageError
 
 
 def _ingest(argv: Sequence[str]) -> int:
@@ -40,6 +44,14 @@ JOBS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
     "train-fraud": (_train_fraud, "train the fraud model on a labelled set; write its artifact"),
 }
 
+_COMMON_FLAGS = """
+flags every job takes:
+  --verbose        show everything on the terminal too: Spark's own output, the full trace of a failure
+  --log-file PATH  the job log (default: a new file under the temp folder's lakestack-jobs/; under
+                   spark-submit, the driver's stderr)
+
+exit status: 0 done, 2 a mistake to fix (the one-line error says what), 1 a failure (see the job log)"""
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
@@ -47,17 +59,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("usage: python -m jobs <job> [--help] [flags]\n\njobs:")
         for name, (_, summary) in JOBS.items():
             print(f"  {name:<12} {summary}")
-        return 0 if args else 2
+        print(_COMMON_FLAGS)
+        return 0 if args else USER_MISTAKE
     name, rest = args[0], args[1:]
     if name not in JOBS:
-        print(f"error: unknown job {name!r}; expected one of: {', '.join(JOBS)}", file=sys.stderr)
-        return 2
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        print(
+            f"error: unknown job {name!r}; expected one of: {', '.join(JOBS)} (see `python -m jobs --help`)",
+            file=sys.stderr,
+        )
+        return USER_MISTAKE
     try:
-        return JOBS[name][0](rest)
-    except JobError as error:
+        options, job_args = split_entry_options(rest)
+    except UsageError as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
+        return USER_MISTAKE
+    job = JOBS[name][0]
+    return run_job(name, lambda: job(job_args), verbose=options.verbose, log_file=options.log_file)
 
 
 if __name__ == "__main__":

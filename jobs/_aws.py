@@ -30,7 +30,7 @@ def http_status(error: BaseException) -> int | None:
 def make_client(
     service: str,
     *,
-    region: str,
+    region: str | None,
     endpoint_url: str | None,
     factory: str | None = None,
     raw_timestamps: bool = False,
@@ -44,7 +44,7 @@ def make_client(
 
     Args:
         service: ``kinesis``, ``s3``, ...
-        region: AWS region.
+        region: AWS region; None leaves it to boto3's chain (``AWS_REGION``, the profile, the instance).
         endpoint_url: an emulator's endpoint; None on AWS.
         factory: optional ``"module:callable"`` (or ``"/path/file.py:callable"``) called as
             ``callable(service, region=..., endpoint_url=...)``. It runs inside Spark's Python processes,

@@ -4,6 +4,8 @@ The same entry runs on a laptop (Spark local mode against the embedded emulators
 spark-submit: ``python -m jobs ingest --stream NAME --region R --table URI --checkpoint PATH``, and on a
 Synapse Spark 3.5 pool: ``python -m jobs ingest --source kafka --kafka-bootstrap NS.servicebus.windows.net:9093
 --topic HUB --kafka-key-vault VAULT --kafka-secret-name NAME --table abfss://... --checkpoint abfss://...``.
+Before Spark starts, :func:`preflight` checks the stream, the table and the checkpoint's owner, so a wrong
+name, missing credentials or a checkpoint of another stream is one line and exit 2 within a second or two.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from jobs.sources.kafka import KafkaSettings, add_kafka_arguments, kafka_setting
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
+
+    from jobs.checkpoint import SourceRef
 
 log = logging.getLogger(__name__)
 
@@ -217,6 +221,55 @@ def _query_app_id(spark: SparkSession, checkpoint: str) -> str:
     return f"lakestack-ingest-{json.loads(row[0])['id']}"
 
 
+def table_options(settings: IngestSettings) -> dict[str, str]:
+    """Storage options of the bronze table."""
+    from jobs.lake import storage_options_for
+
+    # The endpoint and region say where the stream is; they describe the table only when it is on S3 too.
+    if urlparse(settings.table).scheme in ("s3", "s3a"):
+        return storage_options_for(settings.table, endpoint_url=settings.endpoint_url, region=settings.region)
+    return storage_options_for(settings.table)
+
+
+def source_ref(settings: IngestSettings) -> SourceRef:
+    """What the query reads, as its checkpoint's owner record names it."""
+    from jobs.checkpoint import SourceRef
+
+    if settings.kafka is not None and settings.source == "kafka":
+        # The broker's hosts, not its ports: a local broker gets a new port every run.
+        hosts = ",".join(sorted({host for host, _port in settings.kafka.servers}))
+        return SourceRef("kafka", settings.kafka.topic, hosts)
+    return SourceRef.kinesis(settings.stream, settings.region)
+
+
+def preflight(settings: IngestSettings) -> None:
+    """The cheap checks before Spark starts, then the checkpoint's claim.
+
+    The Kinesis stream exists and these credentials may read it (a Kafka topic is left to the source: the
+    jobs carry no Kafka client of their own); the table is a readable Delta table or an empty place this job
+    may write; the checkpoint is new or already this job's, from this stream into this table. The claim comes
+    last so that a run refused for a wrong name records nothing.
+
+    Raises:
+        SettingsError: (or a subclass) naming what is wrong and the fix; exit 2.
+    """
+    from jobs.checkpoint import claim_checkpoint
+    from jobs.lake import check_table_writable
+    from jobs.sources import check_kinesis_stream
+
+    if settings.source == "kinesis":
+        check_kinesis_stream(settings.stream, region=settings.region, endpoint_url=settings.endpoint_url)
+    check_table_writable(settings.table, storage_options=table_options(settings), flag="--table")
+    claim_checkpoint(
+        settings.checkpoint,
+        job="ingest",
+        source=source_ref(settings),
+        target=settings.table,
+        region=settings.region or None,
+        endpoint_url=settings.endpoint_url,
+    )
+
+
 def _log_source_metrics(settings: IngestSettings, batch_id: int) -> None:
     # The source plans in a Spark Python worker whose log is not the job's: surface its numbers here.
     if settings.source != "kinesis":
@@ -228,7 +281,7 @@ def _log_source_metrics(settings: IngestSettings, batch_id: int) -> None:
         found = read_source_metrics(
             settings.checkpoint, batch_id=batch_id, region=settings.region, endpoint_url=settings.endpoint_url
         )
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, LookupError) as error:
         log.warning("ingest: batch %d: source metrics unreadable (%s)", batch_id, error)
         return
     for metrics in found:
@@ -247,20 +300,11 @@ def _log_source_metrics(settings: IngestSettings, batch_id: int) -> None:
         )
 
 
-def _table_options(settings: IngestSettings) -> dict[str, str]:
-    from jobs.lake import storage_options_for
-
-    # The endpoint and region say where the stream is; they describe the table only when it is on S3 too.
-    if urlparse(settings.table).scheme in ("s3", "s3a"):
-        return storage_options_for(settings.table, endpoint_url=settings.endpoint_url, region=settings.region)
-    return storage_options_for(settings.table)
-
-
 def make_batch_writer(spark: SparkSession, settings: IngestSettings) -> Callable[[DataFrame, int], None]:
     """Return the idempotent foreachBatch function that appends each micro-batch to the bronze table."""
     from jobs.lake import DeltaRsEngine, foreach_batch_writer
 
-    options = _table_options(settings)
+    options = table_options(settings)
     writer: Callable[[DataFrame, int], None] | None = None
 
     def write(batch: DataFrame, batch_id: int) -> None:
@@ -315,7 +359,7 @@ def start(spark: SparkSession, settings: IngestSettings) -> StreamingQuery:
     """
     from jobs.lake import DeltaRsEngine
 
-    DeltaRsEngine().table(settings.table, storage_options=_table_options(settings)).create(bronze_schema())
+    DeltaRsEngine().table(settings.table, storage_options=table_options(settings)).create(bronze_schema())
     records = read_records(spark, settings)
     spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "0")
     writer = (
@@ -358,9 +402,17 @@ def caught_up(query: StreamingQuery, *, since: datetime | None = None) -> bool:
 
 
 def run(settings: IngestSettings, *, spark: SparkSession | None = None) -> int:
-    """Run the job until it drains (available-now) or is stopped by SIGINT/SIGTERM. Returns an exit code."""
-    from jobs.session import build_session
+    """Run the job until it drains (available-now) or is stopped by SIGINT/SIGTERM. Returns an exit code.
 
+    Raises:
+        JobError: (or a subclass) before Spark starts, from :func:`preflight`; later, Spark's exception
+            carries ours inside it (``python -m jobs`` finds it: :func:`jobs.errors.find_job_error`).
+    """
+    from jobs.session import build_session, check_spark_prerequisites
+
+    if spark is None:
+        check_spark_prerequisites()
+    preflight(settings)
     session = spark or build_session("lakestack-ingest")
     query = start(session, settings)
     stop_requested = threading.Event()
@@ -408,7 +460,10 @@ __all__ = [
     "add_arguments",
     "bronze_schema",
     "main",
+    "preflight",
     "run",
     "settings_from_args",
+    "source_ref",
     "start",
+    "table_options",
 ]

@@ -1,13 +1,21 @@
-"""The one SparkSession factory every job and test uses."""
+"""The one SparkSession factory every job and test uses, and what Spark needs on the machine (Java)."""
 
 from __future__ import annotations
 
+import functools
 import os
+import re
+import shutil
+import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pyspark.sql import SparkSession
+from jobs.errors import PrerequisiteError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 # Local mode on a laptop or a 2-core CI box: few shuffle partitions (the default 200 costs seconds per
 # micro-batch), no UI port to collide on, UTC so event times read the same everywhere.
@@ -22,6 +30,72 @@ _LOCAL_DEFAULTS: dict[str, str] = {
     "spark.sql.streaming.stopTimeout": "30s",
 }
 
+JAVA_INSTALL_HINT = (
+    "install a Java 17+ runtime: 'sudo apt-get install openjdk-17-jre-headless' (Debian/Ubuntu), "
+    "'sudo dnf install java-17-openjdk-headless' (Fedora/RHEL) or 'brew install openjdk@17' (macOS), "
+    "or point JAVA_HOME at one"
+)
+
+
+def on_cluster(environ: Mapping[str, str] | None = None) -> bool:
+    """True under spark-submit (EMR, Synapse): the cluster set Spark up, and the driver's stderr is the log."""
+    env = os.environ if environ is None else environ
+    return "SPARK_SUBMIT_OPTS" in env or env.get("SPARK_ENV_LOADED") == "1"
+
+
+def find_java(environ: Mapping[str, str]) -> str | None:
+    """The ``java`` that Spark would start: ``$JAVA_HOME/bin/java``, else the first on ``PATH``."""
+    home = environ.get("JAVA_HOME")
+    if home and Path(home, "bin", "java").exists():
+        return str(Path(home, "bin", "java"))
+    return shutil.which("java", path=environ.get("PATH", ""))
+
+
+def check_java(environ: Mapping[str, str] | None = None) -> int:
+    """Return the major version of the Java Spark will run on.
+
+    Raises:
+        PrerequisiteError: no Java, or older than 17; the message names the package to install.
+    """
+    java = find_java(os.environ if environ is None else environ)
+    if java is None:
+        raise PrerequisiteError(
+            f"Spark (pyspark 4.0) needs Java 17 or newer and no 'java' was found; {JAVA_INSTALL_HINT}."
+        )
+    return _java_major(java)
+
+
+def check_spark_prerequisites() -> None:
+    """Outside a cluster, check what Spark needs on this machine (Java 17+) before anything else is done.
+
+    A job calls it first so a missing Java is its one line, before any progress; :func:`build_session`
+    checks again (the answer is kept per ``java`` binary).
+
+    Raises:
+        PrerequisiteError: naming what to install.
+    """
+    if not on_cluster():
+        check_java()
+
+
+@functools.cache
+def _java_major(java: str) -> int:
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise PrerequisiteError(f"could not run {java} -version ({error}); {JAVA_INSTALL_HINT}.") from None
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    if not match:
+        raise PrerequisiteError(f"could not read the Java version from {java} -version; {JAVA_INSTALL_HINT}.")
+    major = int(match.group(1))
+    if major == 1 and match.group(2):  # "1.8.0_x" style
+        major = int(match.group(2))
+    if major < 17:
+        raise PrerequisiteError(
+            f"Spark (pyspark 4.0) needs Java 17 or newer; {java} is Java {major}. {JAVA_INSTALL_HINT}."
+        )
+    return major
+
 
 def build_session(
     app_name: str = "lakestack",
@@ -35,17 +109,24 @@ def build_session(
         app_name: Spark application name.
         master: Spark master URL. ``None`` keeps what spark-submit set, or ``local[2]`` outside a cluster.
         conf: extra Spark configuration, applied over the local defaults.
+
+    Raises:
+        PrerequisiteError: outside a cluster, no Java 17+ to start Spark with.
     """
+    from pyspark.sql import SparkSession
+
     # Python workers must run the interpreter that has the project installed (the venv), not `python3`.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
-    on_cluster = "SPARK_SUBMIT_OPTS" in os.environ or os.environ.get("SPARK_ENV_LOADED") == "1"
+    cluster = on_cluster()
     if master is not None:
         builder = builder.master(master)
-    elif not on_cluster:
+    elif not cluster:
         builder = builder.master("local[2]")
-    if not on_cluster:
+    if not cluster:
+        # Without Java, spark-submit fails with shell errors and a Python traceback: say what to install.
+        check_java()
         # Bind Spark's driver and block manager to loopback only: nothing here needs to be reachable.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         log_config = Path(__file__).with_name("log4j2-local.properties")

@@ -5,14 +5,25 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from lakestack.commands import demo, ingest, load, local, stacks
 from lakestack.errors import LakestackError
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line usage errors, like every other mistake the command reports (--help still
+    prints the usage). Subcommands' parsers are of the same class."""
+
+    commands: dict[str, argparse.ArgumentParser]
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def build_parser() -> _Parser:
     """The ``lakestack`` argument parser with every subcommand registered."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="lakestack",
         description=(
             "Stand up, load-test and benchmark streaming lakehouse pipelines (Kinesis/Event Hubs -> Spark -> "
@@ -22,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="<command>", required=True)
     for command in (demo, local, ingest, load, stacks):
         command.register(subparsers)
+    parser.commands = dict(subparsers.choices)
     return parser
 
 
@@ -37,7 +49,10 @@ def _known_errors() -> tuple[type[BaseException], ...]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 ok, 1 a run failed, 2 a usage error)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        # Named by the subcommand they were given to, whose --help lists what it takes.
+        parser.commands.get(args.command, parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return int(args.handler(args))
     except _known_errors() as error:

@@ -1,7 +1,9 @@
 """The lake layer: exactly-once Delta appends from Spark micro-batches and the table operations pipelines use.
 
 delta-rs is the engine everywhere; a JVM delta-spark engine sits behind the same interface where its
-classes load. Storage options for every table are built by ``storage_options_for``.
+classes load. Storage options for every table are built by ``storage_options_for``. Before a query starts,
+``check_table_readable`` (a source) and ``check_table_writable`` (a target) find a wrong URI, missing access
+or an unreadable log in a second, with one line naming the flag and the fix.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from jobs._retry import RetryPolicy
 from jobs.lake._arrow import to_arrow
 from jobs.lake._deltars import DeltaRsEngine
 from jobs.lake._jvm import Availability, JvmDeltaEngine
+from jobs.lake._preflight import check_table_readable, check_table_writable
 from jobs.lake._registry import ENGINE_NAMES, get_engine
 from jobs.lake._retry import is_transient, with_retries
 from jobs.lake._storage import redact, storage_options_for
@@ -32,7 +35,9 @@ from jobs.lake.errors import (
     LakeTableNotFoundError,
     LakeWriteError,
     StorageConfigError,
+    TableAccessError,
     TableSchemaError,
+    TableUnreadableError,
 )
 from jobs.lake.sink import foreach_batch_writer
 
@@ -56,9 +61,13 @@ __all__ = [
     "RetryPolicy",
     "SchemaMode",
     "StorageConfigError",
+    "TableAccessError",
     "TableProtocol",
     "TableRef",
     "TableSchemaError",
+    "TableUnreadableError",
+    "check_table_readable",
+    "check_table_writable",
     "foreach_batch_writer",
     "get_engine",
     "is_transient",

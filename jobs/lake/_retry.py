@@ -11,6 +11,7 @@ from typing import TypeVar
 from deltalake.exceptions import CommitFailedError
 
 from jobs._retry import Retrier, RetryPolicy
+from jobs.errors import one_line
 from jobs.lake.errors import LakeWriteError
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ def with_retries(
     def give_up(error: BaseException, attempts: int) -> Exception:
         return LakeWriteError(
             f"{what} failed {attempts} times with transient storage errors; last: "
-            f"{type(error).__name__}: {error}. Check that the storage is reachable and retry the query; "
+            f"{type(error).__name__}: {one_line(error)}. Check that the storage is reachable and retry the query; "
             "the batch was not committed and will be replayed from the checkpoint."
         )
 

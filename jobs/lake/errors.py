@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from jobs.errors import JobError
+from jobs.errors import USER_MISTAKE, AccessError, JobError, PrerequisiteError, SettingsError
 
 
 class LakeError(JobError):
-    """Base of every error the lake layer raises on purpose."""
+    """Base of every error the lake layer raises on purpose (a failure of the system, exit 1, unless a subclass
+    is the user's to fix)."""
 
 
-class StorageConfigError(LakeError, ValueError):
+class StorageConfigError(LakeError, SettingsError):
     """A table URI or storage setting cannot be turned into storage options."""
 
 
@@ -24,6 +25,8 @@ class TableSchemaError(LakeError):
         extra: columns the data has and the table lacks.
         changed: ``(column, table type, data type)`` for columns whose type differs.
     """
+
+    exit_code = USER_MISTAKE  # the producer or the table is the user's to fix
 
     def __init__(
         self,
@@ -57,9 +60,21 @@ class LakeWriteError(LakeError):
     """A write kept failing after the bounded retries; the batch was not committed."""
 
 
-class EngineUnavailableError(LakeError):
+class EngineUnavailableError(LakeError, PrerequisiteError):
     """The requested lake engine cannot run here (e.g. delta-spark classes are not on the classpath)."""
 
 
 class LakeTableNotFoundError(LakeError, FileNotFoundError):
-    """An operation needs an existing Delta table and found none at the URI."""
+    """An operation needs an existing Delta table and found none at the URI (exit 2)."""
+
+    # Not a NotFoundError: Python cannot build a class that is both a ValueError and an OSError.
+    exit_code = USER_MISTAKE
+
+
+class TableAccessError(LakeError, AccessError):
+    """A table's storage could not be reached or refused the job (credentials, permission, bucket, endpoint)."""
+
+
+class TableUnreadableError(LakeError, SettingsError):
+    """A table location holds something the job cannot use: a corrupt Delta log, or files that are not a
+    Delta table where one is expected."""

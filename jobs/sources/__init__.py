@@ -11,6 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from jobs.sources._delta_offsets import DeltaOffset
+from jobs.sources._kinesis_preflight import check_kinesis_stream
 from jobs.sources._offsets import ShardPosition, StartPosition, StreamOffset, parse_starting_position
 from jobs.sources.errors import (
     ChangeCommitError,
@@ -76,6 +77,7 @@ __all__ = [
     "StreamAccessError",
     "StreamNotFoundError",
     "StreamOffset",
+    "check_kinesis_stream",
     "kafka_to_records",
     "parse_starting_position",
     "read_delta",

@@ -32,6 +32,12 @@ ACCESS_CODES = frozenset(
         "ExpiredTokenException",
         "InvalidClientTokenId",
         "SignatureDoesNotMatch",
+        # An encrypted stream's records need kms:Decrypt on its key, and the key must be usable.
+        "KMSAccessDeniedException",
+        "KMSDisabledException",
+        "KMSNotFoundException",
+        "KMSInvalidStateException",
+        "KMSOptInRequired",
     }
 )
 
@@ -94,7 +100,8 @@ def explain_access_error(error: BaseException, *, stream: str, region: str, endp
         raise StreamAccessError(
             f"could not read Kinesis stream {stream!r} in {where}: {code} ({error}). "
             "Check the credentials boto3 finds (env, profile or instance role), that they allow "
-            "kinesis:ListShards/GetShardIterator/GetRecords, and that the region is right."
+            "kinesis:DescribeStreamSummary/ListShards/GetShardIterator/GetRecords (and kms:Decrypt on an "
+            "encrypted stream's key), and that the region is right."
         ) from error
     from botocore.exceptions import EndpointConnectionError, NoCredentialsError, NoRegionError
 
@@ -104,9 +111,13 @@ def explain_access_error(error: BaseException, *, stream: str, region: str, endp
             "AWS_SECRET_ACCESS_KEY, a profile, or run with an instance role."
         ) from error
     if isinstance(error, EndpointConnectionError | NoRegionError):
+        hint = (
+            "Is the emulator running there? `lakestack local up` starts it; pass the endpoint it prints."
+            if endpoint_url
+            else "Check the region name (--region) and the network."
+        )
         raise StreamAccessError(
-            f"could not connect to Kinesis for stream {stream!r} in {where} ({error}). "
-            "Check the region name and, for the emulator, that it is running at the endpoint."
+            f"could not connect to Kinesis for stream {stream!r} in {where} ({error}). {hint}"
         ) from error
 
 

@@ -3,7 +3,7 @@ version or file) it concerns."""
 
 from __future__ import annotations
 
-from jobs.errors import JobError, SettingsError
+from jobs.errors import USER_MISTAKE, AccessError, JobError, NotFoundError, SettingsError
 
 
 class SourceError(JobError):
@@ -14,36 +14,38 @@ class SourceSettingsError(SourceError, SettingsError):
     """A source option is invalid (bad starting position, non-positive cap, ...)."""
 
 
-class StreamNotFoundError(SourceError):
-    """The stream does not exist in the region the job looked in."""
+class StreamNotFoundError(SourceError, NotFoundError):
+    """The stream does not exist in the region the job looked in (exit 2)."""
 
 
-class StreamAccessError(SourceError):
-    """The stream could not be reached: bad credentials, missing permission or wrong region/endpoint."""
+class StreamAccessError(SourceError, AccessError):
+    """The stream could not be reached: bad credentials, missing permission or wrong region/endpoint (exit 2)."""
 
 
 class DataLossError(SourceError):
-    """Records between the checkpointed position and the trim horizon expired before they were read."""
+    """Records between the checkpointed position and the trim horizon expired before they were read (exit 1)."""
 
 
 class KinesisReadError(SourceError):
-    """A Kinesis call kept failing after every retry."""
+    """A Kinesis call kept failing after every retry (exit 1)."""
 
 
 class KafkaReadError(SourceError):
-    """The Kafka broker returned an error that retrying does not cure."""
+    """The Kafka broker returned an error that retrying does not cure (exit 1)."""
 
 
 class DeltaSourceError(SourceError):
     """Base of the Delta source's errors; every message names the table (and version or file)."""
 
 
-class DeltaTableNotFoundError(DeltaSourceError):
-    """There is no Delta table at the URI the source was given."""
+class DeltaTableNotFoundError(DeltaSourceError, NotFoundError):
+    """There is no Delta table at the URI the source was given (exit 2)."""
 
 
 class ChangeCommitError(DeltaSourceError):
-    """A commit removes or rewrites data and the stream reads appends only."""
+    """A commit removes or rewrites data and the stream reads appends only (exit 2: the fix is an option)."""
+
+    exit_code = USER_MISTAKE
 
 
 class MissingDataFileError(DeltaSourceError):

@@ -31,7 +31,10 @@ from pyspark.sql.types import BinaryType, StringType, StructField, StructType, T
 from jobs._aws import make_client
 from jobs._options import parse_bool
 from jobs._retry import RetryPolicy
-from jobs.sources._checkpoint import last_logged_offset, pinned_start, read_metrics, write_metrics
+from jobs._store import CHECKPOINT_S3_ATTEMPTS
+from jobs.checkpoint import DEFAULT_BATCHES_TO_RETAIN, BatchFiles, SourceRef, claim_checkpoint
+from jobs.checkpoint import batches_to_retain as spark_batches_to_retain
+from jobs.sources._checkpoint import last_logged_offset, metrics_files, pinned_start, read_metrics
 from jobs.sources._client import CallStats, call_with_retry, explain_access_error
 from jobs.sources._offsets import (
     ShardInfo,
@@ -68,9 +71,6 @@ _ARROW_SCHEMA = pa.schema(_ARROW_FIELDS)
 # (spark.rpc.message.maxSize is 128 MiB by default).
 DEFAULT_INLINE_BYTES_PER_SHARD = 32 * 1024 * 1024
 INLINE_BYTES_PER_BATCH = 256 * 1024 * 1024
-# The files the source keeps next to an s3:// checkpoint (offset log reads, pinned start, metrics): S3 answers
-# 503 SlowDown now and then, and one such reply must not fail the query.
-CHECKPOINT_S3_ATTEMPTS = 8
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,7 @@ class KinesisSourceSettings:
     client_factory: str | None = None
     max_attempts: int = 8
     inline_bytes_per_shard: int = DEFAULT_INLINE_BYTES_PER_SHARD
+    batches_to_retain: int = DEFAULT_BATCHES_TO_RETAIN
 
     @classmethod
     def from_options(cls, options: dict[str, str]) -> KinesisSourceSettings:
@@ -101,12 +102,15 @@ class KinesisSourceSettings:
             cap = int(opts.get("maxrecordspershard", "10000"))
             attempts = int(opts.get("maxattempts", "8"))
             inline = int(opts.get("inlinebytespershard", str(DEFAULT_INLINE_BYTES_PER_SHARD)))
+            retain = int(opts.get("batchestoretain", str(DEFAULT_BATCHES_TO_RETAIN)))
         except ValueError as error:
             raise SourceSettingsError(f"expected integer source options, {error}") from error
         if cap < 1:
             raise SourceSettingsError(f"expected --max-records-per-shard >= 1, found {cap}.")
         if attempts < 1:
             raise SourceSettingsError(f"expected maxAttempts >= 1, found {attempts}.")
+        if retain < 1:
+            raise SourceSettingsError(f"expected batchesToRetain >= 1, found {retain}.")
         return cls(
             stream_name=opts["streamname"],
             region=opts["region"],
@@ -118,6 +122,7 @@ class KinesisSourceSettings:
             client_factory=opts.get("clientfactory") or None,
             max_attempts=attempts,
             inline_bytes_per_shard=inline,
+            batches_to_retain=retain,
         )
 
 
@@ -241,6 +246,7 @@ class KinesisStreamReader(DataSourceStreamReader):
         self._lock = threading.RLock()
         self._client: Any = None
         self._s3_client: Any = None
+        self._metrics_files: BatchFiles | None = None
         self._position: StreamOffset | None = None
         self._next_batch = 0
         # Call counts of plans that found nothing new since the last batch, carried into the next one.
@@ -308,6 +314,11 @@ class KinesisStreamReader(DataSourceStreamReader):
     def _restore(self) -> StreamOffset:
         if self._position is None:
             s = self._settings
+            # The source claims its part of the checkpoint (a job adds its own and its target's) before it
+            # reads a position from it: a checkpoint of another stream holds positions that mean nothing here.
+            claim_checkpoint(
+                s.checkpoint_location, source=SourceRef.kinesis(s.stream_name, s.region), s3_client=self._s3
+            )
             logged = last_logged_offset(s.checkpoint_location, s.stream_name, self._s3)
             if logged is not None:
                 self._next_batch = logged[0] + 1
@@ -351,7 +362,7 @@ class KinesisStreamReader(DataSourceStreamReader):
                 # batch id so they are seen even if the query stops before that batch.
                 metrics["idle_plans"] = metrics.get("idle_plans", 0) + 1
                 self._carried = metrics
-                write_metrics(self._settings.checkpoint_location, self._next_batch, metrics, self._s3)
+                self._metrics_store().write(self._next_batch, metrics)
             self._position = end
             return end.to_json()
 
@@ -517,7 +528,14 @@ class KinesisStreamReader(DataSourceStreamReader):
             metrics["data_loss_events"],
             behind,
         )
-        write_metrics(self._settings.checkpoint_location, metrics["batch_id"], metrics, self._s3)
+        self._metrics_store().write(metrics["batch_id"], metrics)
+
+    def _metrics_store(self) -> BatchFiles:
+        # Older batches' files go as a new one is written: the folder stays at batches_to_retain files.
+        if self._metrics_files is None:
+            s = self._settings
+            self._metrics_files = metrics_files(s.checkpoint_location, self._s3, retain=s.batches_to_retain)
+        return self._metrics_files
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[KinesisPartition]:
         with self._lock:
@@ -603,7 +621,7 @@ def add_call_counts(metrics: Mapping[str, Any], earlier: Mapping[str, Any]) -> d
 
 class KinesisDataSource(DataSource):
     """``spark.readStream.format("kinesis")``: options streamName, region, checkpointLocation, endpointUrl,
-    startingPosition, maxRecordsPerShard, failOnDataLoss, clientFactory."""
+    startingPosition, maxRecordsPerShard, failOnDataLoss, clientFactory, batchesToRetain."""
 
     @classmethod
     def name(cls) -> str:
@@ -627,6 +645,7 @@ def read_kinesis_stream(  # noqa: PLR0913 -- keyword-only source options, as Dat
     max_records_per_shard: int = 10_000,
     fail_on_data_loss: bool = True,
     client_factory: str | None = None,
+    batches_to_retain: int | None = None,
 ) -> DataFrame:
     """Register the Kinesis source and return a streaming DataFrame over one stream.
 
@@ -641,6 +660,8 @@ def read_kinesis_stream(  # noqa: PLR0913 -- keyword-only source options, as Dat
         max_records_per_shard: cap of records per shard per micro-batch.
         fail_on_data_loss: fail when unread records expired; False logs and counts them in the metrics.
         client_factory: optional ``"module:callable"`` building the boto3 client (fault injection, tests).
+        batches_to_retain: per-batch metrics files kept under the checkpoint; None keeps as many as Spark
+            keeps of its own logs (``spark.sql.streaming.minBatchesToRetain``, 100 by default).
 
     Returns:
         A streaming DataFrame with columns data, partition_key, shard_id, sequence_number, arrival_time.
@@ -651,6 +672,9 @@ def read_kinesis_stream(  # noqa: PLR0913 -- keyword-only source options, as Dat
     start = parse_starting_position(starting_position)
     if max_records_per_shard < 1:
         raise SourceSettingsError(f"expected --max-records-per-shard >= 1, found {max_records_per_shard}.")
+    retain = batches_to_retain if batches_to_retain is not None else spark_batches_to_retain(spark)
+    if retain < 1:
+        raise SourceSettingsError(f"expected batches_to_retain >= 1, found {retain}.")
     spark.dataSource.register(KinesisDataSource)
     options = {
         "streamName": stream_name,
@@ -659,6 +683,7 @@ def read_kinesis_stream(  # noqa: PLR0913 -- keyword-only source options, as Dat
         "start": start,
         "maxRecordsPerShard": str(max_records_per_shard),
         "failOnDataLoss": str(fail_on_data_loss).lower(),
+        "batchesToRetain": str(retain),
     }
     if endpoint_url:
         options["endpointUrl"] = endpoint_url
@@ -680,12 +705,19 @@ def read_source_metrics(
     ``<checkpoint>/sources/kinesis/metrics/batch-<id>.json`` (records, bytes, throttled calls, retries,
     data-loss events and per shard ``millis_behind_latest``) and logs the same line. The file exists before
     the batch runs, so a ``foreachBatch`` writer can log ``read_source_metrics(cp, batch_id=batch_id)``.
+    Only the newest batches' files are kept (``batches_to_retain`` of :func:`read_kinesis_stream`).
 
     Args:
         checkpoint_location: the query's checkpoint (local path or s3://).
         batch_id: only this micro-batch (a list of at most one entry).
         region: region of the checkpoint bucket (s3:// only).
         endpoint_url: emulator endpoint for an s3:// checkpoint.
+
+    Returns:
+        The kept batches' metrics, or with ``batch_id`` that batch's (empty when it was not planned yet).
+
+    Raises:
+        BatchNotKeptError: ``batch_id``'s metrics were removed by retention.
     """
     return read_metrics(
         checkpoint_location,

@@ -11,13 +11,22 @@ from lakestack.prerequisites import check_java
 def _run(args: argparse.Namespace) -> int:
     check_java(os.environ)
     from jobs import ingest
+    from jobs.entry import run_job
 
-    return ingest.run(ingest.settings_from_args(args))
+    # The job's own runner: one line per error with its exit status, Spark's output in the job log.
+    return run_job(
+        "ingest",
+        lambda: ingest.run(ingest.settings_from_args(args)),
+        prog="lakestack ingest",
+        verbose=args.verbose,
+        log_file=args.log_file,
+    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``ingest`` to the ``lakestack`` command line (the job's own flags)."""
     from jobs import ingest
+    from jobs.entry import add_entry_arguments
 
     parser = subparsers.add_parser(
         "ingest",
@@ -27,4 +36,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "to a bronze Delta table.",
     )
     ingest.add_arguments(parser)
+    add_entry_arguments(parser)
     parser.set_defaults(handler=_run)

@@ -9,7 +9,7 @@ from pathlib import Path
 import boto3
 
 from jobs._aws import make_client
-from jobs.sources._checkpoint import last_logged_offset, pinned_start, read_metrics, write_metrics
+from jobs.sources._checkpoint import last_logged_offset, metrics_files, pinned_start, read_metrics
 from jobs.sources.kinesis import KinesisSourceSettings, KinesisStreamReader, add_call_counts
 
 FLAKY = Path(__file__).with_name("flaky_kinesis.py")
@@ -131,8 +131,9 @@ def test_files_next_to_an_s3_checkpoint_survive_slow_down(faulty_endpoint, fault
     )
     faults("s3-503=0.3", seed=4)
     offset = {"stream": "s", "shards": {"shardId-000000000000": {"sequence": "7"}}}
+    files = metrics_files(checkpoint, reader._s3, retain=100)
     for batch_id in range(12):
-        write_metrics(checkpoint, batch_id, {"batch_id": batch_id, "records": batch_id}, reader._s3)
+        files.write(batch_id, {"batch_id": batch_id, "records": batch_id})
     s3 = reader._s3()
     s3.put_object(
         Bucket="lakestack-checkpoint-faults",

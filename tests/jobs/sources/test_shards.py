@@ -10,6 +10,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from jobs._retry import RetryPolicy
+from jobs.errors import BatchNotKeptError
 from jobs.sources import (
     DataLossError,
     KinesisReadError,
@@ -18,7 +19,7 @@ from jobs.sources import (
     StreamNotFoundError,
     parse_starting_position,
 )
-from jobs.sources._checkpoint import last_logged_offset, pinned_start, read_metrics, write_metrics
+from jobs.sources._checkpoint import last_logged_offset, metrics_files, pinned_start, read_metrics
 from jobs.sources._client import explain_access_error
 from jobs.sources._shards import ShardReader
 
@@ -217,7 +218,14 @@ def test_starting_positions():
 
 @pytest.mark.parametrize(
     "code,expected",
-    [("UnrecognizedClientException", StreamAccessError), ("ResourceNotFoundException", StreamNotFoundError)],
+    [
+        ("UnrecognizedClientException", StreamAccessError),
+        (
+            "KMSAccessDeniedException",
+            StreamAccessError,
+        ),  # GetRecords on an encrypted stream without kms:Decrypt
+        ("ResourceNotFoundException", StreamNotFoundError),
+    ],
 )
 def test_access_errors_name_stream_and_region(code, expected):
     error = _error(code, 400, "ListShards")
@@ -242,15 +250,25 @@ def test_offset_log_and_pinned_start_on_s3(moto_endpoint, unique_name):
     assert pinned_start(checkpoint, "AT_TIMESTAMP:2", lambda: s3) == "AT_TIMESTAMP:1"
 
 
-def test_metrics_of_one_batch_on_s3(moto_endpoint, unique_name):
+def test_metrics_on_s3_keep_the_newest_batches_and_say_when_one_is_gone(moto_endpoint, unique_name):
     s3 = boto3.client("s3", region_name="us-east-1", endpoint_url=moto_endpoint)
     s3.create_bucket(Bucket=unique_name)
     checkpoint = f"s3://{unique_name}/checkpoints/ingest"
-    write_metrics(checkpoint, 3, {"batch_id": 3, "records": 5}, lambda: s3)
-    write_metrics(checkpoint, 4, {"batch_id": 4, "records": 7}, lambda: s3)
-    assert read_metrics(checkpoint, lambda: s3, batch_id=3) == [{"batch_id": 3, "records": 5}]
-    assert read_metrics(checkpoint, lambda: s3, batch_id=9) == []
-    assert [m["records"] for m in read_metrics(checkpoint, lambda: s3)] == [5, 7]
+    files = metrics_files(checkpoint, lambda: s3, retain=4)
+    for batch in range(12):
+        files.write(batch, {"batch_id": batch, "records": batch * 10})
+    listed = s3.list_objects_v2(Bucket=unique_name, Prefix="checkpoints/ingest/sources/kinesis/metrics/")
+    assert [obj["Key"].rsplit("/", 1)[1] for obj in listed["Contents"]] == [
+        "batch-0000000008.json",
+        "batch-0000000009.json",
+        "batch-0000000010.json",
+        "batch-0000000011.json",
+    ]
+    assert read_metrics(checkpoint, lambda: s3, batch_id=9) == [{"batch_id": 9, "records": 90}]
+    assert read_metrics(checkpoint, lambda: s3, batch_id=20) == []  # not planned yet
+    with pytest.raises(BatchNotKeptError, match=r"batch 3's file .* is no longer kept: .* \(8\.\.11 now\)"):
+        read_metrics(checkpoint, lambda: s3, batch_id=3)
+    assert [m["records"] for m in read_metrics(checkpoint, lambda: s3)] == [80, 90, 100, 110]
 
 
 def test_prefetched_ranges_share_tasks_and_reread_ranges_get_their_own():

@@ -1,0 +1,107 @@
+"""Many fast micro-batches: what the kit keeps per batch stays bounded, and restarts after pruning resume
+exactly once (issue 18)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import boto3
+import pytest
+from deltalake import DeltaTable
+
+from jobs import ingest
+from jobs.errors import BatchNotKeptError
+from jobs.sources import read_source_metrics
+
+REGION = "us-east-1"
+RETAIN = 20
+
+
+def _put(kinesis, stream: str, numbers: range) -> list[bytes]:
+    payloads = [json.dumps({"n": n}).encode() for n in numbers]
+    for start in range(0, len(payloads), 500):
+        chunk = payloads[start : start + 500]
+        reply = kinesis.put_records(
+            StreamName=stream, Records=[{"Data": p, "PartitionKey": "k"} for p in chunk]
+        )
+        assert reply["FailedRecordCount"] == 0
+    return payloads
+
+
+def _drain(spark, settings: ingest.IngestSettings) -> None:
+    query = ingest.start(spark, settings)
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert query.exception() is None
+
+
+def _landed(settings: ingest.IngestSettings) -> list[bytes]:
+    return DeltaTable(settings.table).to_pyarrow_table(columns=["data"]).column("data").to_pylist()
+
+
+def _names(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
+
+
+@pytest.fixture
+def retain_20_batches(spark):
+    key = "spark.sql.streaming.minBatchesToRetain"
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, str(RETAIN))
+    yield
+    if before is None:
+        spark.conf.unset(key)
+    else:
+        spark.conf.set(key, before)
+
+
+def test_hundreds_of_batches_keep_the_last_n_and_restarts_after_pruning_resume_exactly_once(
+    spark, moto_endpoint, unique_name, tmp_path, retain_20_batches
+):
+    kinesis = boto3.client("kinesis", endpoint_url=moto_endpoint, region_name=REGION)
+    kinesis.create_stream(StreamName=unique_name, ShardCount=1)
+    settings = ingest.IngestSettings(
+        stream=unique_name,
+        region=REGION,
+        endpoint_url=moto_endpoint,
+        table=str(tmp_path / "bronze"),
+        checkpoint=str(tmp_path / "checkpoint"),
+        trigger="processing-time=0s",  # back to back
+        max_records_per_shard=1,  # one record, one micro-batch
+    )
+    sent = _put(kinesis, unique_name, range(200))
+    ingest.preflight(settings)
+    _drain(spark, settings)
+
+    assert sorted(_landed(settings)) == sorted(sent)
+    metrics = Path(settings.checkpoint) / "sources" / "kinesis" / "metrics"
+    assert _names(metrics) == [f"batch-{batch:010d}.json" for batch in range(180, 200)]
+    kept = read_source_metrics(settings.checkpoint)
+    assert [(m["batch_id"], m["records"]) for m in kept] == [(batch, 1) for batch in range(180, 200)]
+    with pytest.raises(
+        BatchNotKeptError, match=r"batch 12's file .* is no longer kept: .* \(180\.\.199 now\)"
+    ):
+        read_source_metrics(settings.checkpoint, batch_id=12)
+    # delta-rs checkpoints the table's log every 100 commits (the 100th commit is version 99).
+    assert (Path(settings.table) / "_delta_log" / "00000000000000000099.checkpoint.parquet").is_file()
+    # Spark's own logs are bounded by the same setting (it keeps one more: the batch it may replay).
+    assert _names(Path(settings.checkpoint) / "offsets") == [str(batch) for batch in range(179, 200)]
+    assert _names(Path(settings.checkpoint) / "commits") == [str(batch) for batch in range(179, 200)]
+
+    # A restart after pruning resumes where the offset log says, and adds only the new records.
+    more = _put(kinesis, unique_name, range(200, 220))
+    _drain(spark, settings)
+    assert sorted(_landed(settings)) == sorted(sent + more)
+    assert _names(metrics) == [f"batch-{batch:010d}.json" for batch in range(200, 220)]
+
+    # A crash between the Delta commit and Spark's commit: the replayed batch is skipped, not written twice.
+    version = DeltaTable(settings.table).version()
+    (Path(settings.checkpoint) / "commits" / "219").unlink()
+    (Path(settings.checkpoint) / "commits" / ".219.crc").unlink(missing_ok=True)
+    _drain(spark, settings)
+    assert DeltaTable(settings.table).version() == version
+    assert sorted(_landed(settings)) == sorted(sent + more)
+    assert _names(metrics) == [f"batch-{batch:010d}.json" for batch in range(200, 220)]
