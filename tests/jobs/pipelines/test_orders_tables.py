@@ -1,0 +1,305 @@
+"""Both layouts on real Delta tables (delta-rs, no Spark): end state, replays, crashes, concurrent compaction."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pyarrow as pa
+import pytest
+
+from jobs.lake import DeltaRsEngine, LakeTable, LakeWriteError, RetryPolicy
+from jobs.pipelines._cdc import CHANGE_SCHEMA
+from jobs.pipelines._orders_tables import (
+    COMPACTION_APP_ID,
+    Compactor,
+    CowWriter,
+    MorWriter,
+    OrdersStateError,
+    OrdersTables,
+    read_base,
+    read_snapshot,
+)
+from loadtest.generators import OrdersGenerator
+
+NO_WAIT = RetryPolicy(max_attempts=4, base_delay_s=0.0, max_delay_s=0.0)
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def at_t0() -> datetime:
+    # Tombstone retention runs on order_ts against this clock: the scenarios' orders are "now".
+    return T0
+
+
+def parse(events) -> pa.Table:
+    """Generator events as parsed changes (what the job's envelope hands the writers)."""
+    rows = []
+    for event in events:
+        body = json.loads(event.data)
+        rows.append(
+            {
+                **{k: body[k] for k in ("change_id", "op", "order_id", "customer_id", "amount", "status")},
+                "order_ts": datetime.fromisoformat(body["order_ts"]),
+                "event_id": body["event_id"],
+                "event_time": datetime.fromisoformat(body["event_time"]),
+            }
+        )
+    return pa.Table.from_pylist(rows, schema=CHANGE_SCHEMA)
+
+
+def as_expected(rows: pa.Table) -> list[dict]:
+    """Current orders in the generator's ``expected_state`` shape."""
+    return [
+        {
+            "order_id": r["order_id"],
+            "order_ts": r["order_ts"].strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            "customer_id": r["customer_id"],
+            "amount": r["amount"],
+            "status": r["status"],
+        }
+        for r in rows.to_pylist()
+    ]
+
+
+def scenario(seed: int, events: int, **rates) -> tuple[list[pa.Table], list[dict]]:
+    """Micro-batches of random sizes, and the state the generator says they must end in."""
+    generator = OrdersGenerator(random.Random(seed), clock=at_t0, open_orders=20, **rates)
+    changes = parse([generator.next_event() for _ in range(events)])
+    rng, batches, at = random.Random(seed), [], 0
+    while at < changes.num_rows:
+        size = rng.randint(1, 40)
+        batches.append(changes.slice(at, size))
+        at += size
+    return batches, generator.expected_state()
+
+
+@pytest.fixture
+def tables(tmp_path) -> OrdersTables:
+    return OrdersTables(str(tmp_path / "lake"))
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_both_layouts_end_in_the_generators_expected_state(tmp_path, seed):
+    batches, expected = scenario(seed, 600, out_of_order_rate=0.2, duplicate_rate=0.1)
+    assert len(expected) > 10
+    cow, mor = OrdersTables(str(tmp_path / "cow")), OrdersTables(str(tmp_path / "mor"))
+    cow_writer, mor_writer = CowWriter(cow, app_id="q", clock=at_t0), MorWriter(mor, app_id="q")
+    compactor = Compactor(mor, clock=at_t0)
+    for batch_id, batch in enumerate(batches):
+        cow_writer.write(batch, batch_id)
+        mor_writer.write(batch, batch_id)
+        if batch_id % 5 == 4:
+            compactor.run()
+    assert as_expected(read_snapshot(cow, "cow")) == expected
+    assert as_expected(read_snapshot(mor, "mor")) == expected
+    assert compactor.status().pending_commits == len(batches) % 5
+    compactor.run()
+    assert as_expected(read_base(mor)) == expected
+    assert compactor.status().pending_commits == 0
+
+
+def test_a_late_insert_cannot_bring_a_deleted_order_back(tables):
+    def change(cid: int, op: str, seconds: int) -> pa.Table:
+        ts = T0 + timedelta(seconds=seconds)
+        return pa.Table.from_pylist(
+            [
+                {
+                    "change_id": cid,
+                    "op": op,
+                    "order_id": "o1",
+                    "order_ts": ts,
+                    "customer_id": "c",
+                    "amount": 1.0,
+                    "status": "placed",
+                    "event_id": f"e{cid}",
+                    "event_time": ts,
+                }
+            ],
+            schema=CHANGE_SCHEMA,
+        )
+
+    cow = CowWriter(tables, app_id="q", clock=at_t0)
+    mor, compactor = MorWriter(tables, app_id="q"), Compactor(tables, clock=at_t0)
+    for batch_id, batch in enumerate(
+        [change(1, "insert", 1), change(3, "delete", 3), change(2, "update", 2)]
+    ):
+        outcome = cow.write(batch, batch_id)
+        mor.write(batch, batch_id)
+        compactor.run()  # after each batch, so the late update meets a compacted delete (a tombstone)
+    assert outcome.late == 1
+    assert read_snapshot(tables, "cow").num_rows == 0
+    assert read_snapshot(tables, "mor").num_rows == 0
+    assert tables.tombstones.read().to_pylist() == [{"order_id": "o1", "order_ts": T0 + timedelta(seconds=3)}]
+    assert [(r["order_id"], r["is_deleted"]) for r in tables.base.read().to_pylist()] == [("o1", True)]
+
+
+def test_tombstones_past_the_retention_are_dropped(tables):
+    now = [T0 + timedelta(days=30)]
+    batches, _ = scenario(7, 300, out_of_order_rate=0.0, duplicate_rate=0.0)
+    writer = CowWriter(tables, app_id="q", tombstone_retention=timedelta(days=1), clock=lambda: now[0])
+    for batch_id, batch in enumerate(batches):
+        writer.write(batch, batch_id)
+    assert tables.tombstones.read().num_rows > 0  # order_ts is T0: 30 days old, but no purge ran since start
+    now[0] += timedelta(hours=2)
+    writer.write(batches[0].slice(0, 0), len(batches))
+    assert tables.tombstones.read().num_rows == 0
+
+
+def test_replayed_batches_change_nothing(tables):
+    batches, expected = scenario(4, 200, out_of_order_rate=0.2, duplicate_rate=0.1)
+    cow, mor = CowWriter(tables, app_id="q", clock=at_t0), MorWriter(tables, app_id="q")
+    for batch_id, batch in enumerate(batches):
+        cow.write(batch, batch_id)
+        mor.write(batch, batch_id)
+    versions = {name: table.version() for name, table in tables.layout_tables("cow").items()}
+    versions |= {name: table.version() for name, table in tables.layout_tables("mor").items()}
+    replays = [cow.write(batches[-1], len(batches) - 1), mor.write(batches[-1], len(batches) - 1)]
+    replays.append(cow.write(batches[0], 0))
+    assert [r.committed for r in replays] == [False, False, False]
+    after = {name: table.version() for name, table in tables.layout_tables("cow").items()}
+    after |= {name: table.version() for name, table in tables.layout_tables("mor").items()}
+    assert after == versions
+    assert as_expected(read_snapshot(tables, "cow")) == expected
+    assert as_expected(read_snapshot(tables, "mor")) == expected
+
+
+def test_crash_between_the_tombstones_and_the_merge_resolves_the_same_on_replay(tables, monkeypatch):
+    batches, expected = scenario(5, 300, out_of_order_rate=0.2, duplicate_rate=0.1)
+    writer = CowWriter(tables, app_id="q", retry=NO_WAIT, clock=at_t0)
+    original = LakeTable.merge
+    crashes = []
+
+    def crash_on_orders(self, data, **kwargs):
+        # The tombstones of a deleting batch are committed, then the process dies before the MERGE.
+        if self.uri.endswith("/orders") and kwargs["batch_id"] == 3 and not crashes:
+            crashes.append(kwargs["batch_id"])
+            raise PermissionError("killed")
+        return original(self, data, **kwargs)
+
+    monkeypatch.setattr(LakeTable, "merge", crash_on_orders)
+    assert any(r["op"] == "delete" for r in batches[3].to_pylist())
+    for batch_id, batch in enumerate(batches):
+        if batch_id == 3:
+            with pytest.raises(PermissionError):
+                writer.write(batch, batch_id)
+            assert tables.tombstones.transaction_version("q") == 3
+            assert tables.orders.transaction_version("q") == 2
+        writer.write(batch, batch_id)  # the replay Spark makes after a restart
+    assert crashes == [3]
+    assert as_expected(read_snapshot(tables, "cow")) == expected
+
+
+def test_compactions_racing_each_other_and_the_stream_lose_nothing(tables):
+    batches, expected = scenario(6, 600, out_of_order_rate=0.2, duplicate_rate=0.1)
+    writer = MorWriter(tables, app_id="q")
+    stop, errors, runs = threading.Event(), [], []
+    retry = RetryPolicy(max_attempts=20, base_delay_s=0.01, max_delay_s=0.2)
+
+    def compact_until_stopped() -> None:
+        compactor = Compactor(tables, retry=retry, clock=at_t0)
+        try:
+            while not stop.is_set():
+                runs.append(compactor.run().committed)
+        except BaseException as error:  # surfaced by the assertion below
+            errors.append(error)
+
+    threads = [threading.Thread(target=compact_until_stopped) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    try:
+        for batch_id, batch in enumerate(batches):
+            assert writer.write(batch, batch_id).committed
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=120)
+    assert errors == []
+    assert any(runs)
+    final = Compactor(tables, clock=at_t0).run()
+    assert final.merged_through == writer.tables.changes.version()
+    assert as_expected(read_base(tables)) == expected
+    assert as_expected(read_snapshot(tables, "mor")) == expected
+    assert tables.changes.transaction_version("q") == len(batches) - 1
+
+
+def test_a_compaction_that_loses_the_commit_race_starts_over(tables, monkeypatch):
+    batches, expected = scenario(8, 200, out_of_order_rate=0.2, duplicate_rate=0.1)
+    writer = MorWriter(tables, app_id="q")
+    for batch_id, batch in enumerate(batches[:5]):
+        writer.write(batch, batch_id)
+    rival = Compactor(tables, clock=at_t0)
+    original = LakeTable.merge
+    raced = []
+
+    def rival_commits_first(self, data, **kwargs):
+        if self.uri.endswith("/orders_base") and not raced:
+            raced.append(True)
+            # Another compactor merges (the same changes and one more batch) between our read and commit.
+            writer.write(batches[5], 5)
+            monkeypatch.setattr(LakeTable, "merge", original)
+            rival.run()
+            monkeypatch.setattr(LakeTable, "merge", rival_commits_first)
+        return original(self, data, **kwargs)
+
+    monkeypatch.setattr(LakeTable, "merge", rival_commits_first)
+    outcome = Compactor(tables, retry=NO_WAIT, clock=at_t0).run()
+    assert raced == [True]
+    # Our merge was through batch 4's log_seq; the rival's through batch 5's: ours finds it done.
+    assert outcome.committed is False
+    assert outcome.merged_through == tables.changes.version()
+    assert tables.base.transaction_version(COMPACTION_APP_ID) == tables.changes.version()
+    for batch_id, batch in enumerate(batches[6:], start=6):
+        writer.write(batch, batch_id)
+    Compactor(tables, clock=at_t0).run()
+    assert as_expected(read_base(tables)) == expected
+
+
+def test_mor_time_travel_by_change_log_version(tables):
+    batches, _ = scenario(9, 300, out_of_order_rate=0.2, duplicate_rate=0.1)
+    writer, compactor = MorWriter(tables, app_id="q"), Compactor(tables, clock=at_t0)
+    cow = OrdersTables(tables.lake + "-cow")
+    cow_writer = CowWriter(cow, app_id="q", clock=at_t0)
+    marks = []
+    for batch_id, batch in enumerate(batches):
+        writer.write(batch, batch_id)
+        cow_writer.write(batch, batch_id)
+        if batch_id % 3 == 2:
+            compactor.run()
+        marks.append((tables.changes.version(), cow.orders.version()))
+    for changes_version, orders_version in marks[1::4]:
+        assert (
+            read_snapshot(tables, "mor", version=changes_version).to_pylist()
+            == read_snapshot(cow, "cow", version=orders_version).to_pylist()
+        )
+
+
+def test_a_change_log_recreated_without_its_base_is_refused(tables):
+    batches, _ = scenario(10, 100)
+    writer = MorWriter(tables, app_id="q")
+    for batch_id, batch in enumerate(batches):
+        writer.write(batch, batch_id)
+    Compactor(tables, clock=at_t0).run()
+    import shutil
+
+    shutil.rmtree(tables.changes.uri)
+    with pytest.raises(OrdersStateError, match="re-created without its base"):
+        Compactor(tables, clock=at_t0).run()
+
+
+def test_a_failing_write_is_reported_not_dropped(tables, monkeypatch):
+    writer = CowWriter(tables, app_id="q", retry=NO_WAIT, clock=at_t0)
+    batches, _ = scenario(11, 50)
+
+    original = LakeTable.merge
+
+    def unreachable(self, data, **kwargs):
+        if self.uri.endswith("/orders"):
+            raise OSError("Generic S3 error: 503 Slow Down")
+        return original(self, data, **kwargs)
+
+    monkeypatch.setattr(LakeTable, "merge", unreachable)
+    with pytest.raises(LakeWriteError, match=r"MERGE of batch 0 into .*/orders failed 4 times"):
+        writer.write(batches[0], 0)
+    assert DeltaRsEngine().table(tables.orders.uri).transaction_version("q") is None
