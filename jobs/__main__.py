@@ -21,9 +21,19 @@ def _sales(argv: Sequence[str]) -> int:
     return sales.main(argv)
 
 
+def _maintenance(argv: Sequence[str]) -> int:
+    from jobs.pipelines import maintenance
+
+    return maintenance.main(argv)
+
+
 JOBS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
     "ingest": (_ingest, "Kinesis stream -> bronze Delta table, exactly once"),
     "sales": (_sales, "bronze -> silver sales, sales_quarantine, gold sales_by_product_minute"),
+    "maintenance": (
+        _maintenance,
+        "compact / Z-order / vacuum / checkpoint Delta tables, once or on a schedule",
+    ),
 }
 
 
