@@ -21,6 +21,12 @@ def _sales(argv: Sequence[str]) -> int:
     return sales.main(argv)
 
 
+def _orders(argv: Sequence[str]) -> int:
+    from jobs.pipelines import orders
+
+    return orders.main(argv)
+
+
 def _maintenance(argv: Sequence[str]) -> int:
     from jobs.pipelines import maintenance
 
@@ -30,6 +36,7 @@ def _maintenance(argv: Sequence[str]) -> int:
 JOBS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
     "ingest": (_ingest, "Kinesis stream -> bronze Delta table, exactly once"),
     "sales": (_sales, "bronze -> silver sales, sales_quarantine, gold sales_by_product_minute"),
+    "orders": (_orders, "order CDC -> copy-on-write or merge-on-read orders tables, exactly once"),
     "maintenance": (
         _maintenance,
         "compact / Z-order / vacuum / checkpoint Delta tables, once or on a schedule",

@@ -65,3 +65,20 @@ def parse_size(value: str, *, name: str) -> int:
             f"{name}: expected a positive size like 134217728, 128MiB, 100MB or 1GiB, found {value!r}."
         )
     return int(float(match.group(1)) * _SIZE_UNITS[(match.group(2) or "b").lower()])
+
+
+_TRIGGER = re.compile(r"^(available-now|processing-time=(\d+(?:\.\d+)?)s)$")
+
+
+def parse_trigger(value: str, *, name: str = "--trigger") -> float | None:
+    """``available-now`` (None: drain what is there, then stop) or ``processing-time=<N>s`` (N seconds).
+
+    Raises:
+        SettingsError: naming the option and the value found.
+    """
+    match = _TRIGGER.match(value)
+    if not match:
+        raise SettingsError(
+            f"{name}: expected 'available-now' or 'processing-time=<N>s' (e.g. processing-time=5s), found {value!r}."
+        )
+    return None if match.group(2) is None else float(match.group(2))

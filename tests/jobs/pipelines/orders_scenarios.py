@@ -59,3 +59,30 @@ def scenario(seed: int, events: int, **rates) -> tuple[list[pa.Table], list[dict
         batches.append(changes.slice(at, size))
         at += size
     return batches, generator.expected_state()
+
+
+def bronze_rows(payloads: list[bytes], *, first_sequence: int = 0) -> pa.Table:
+    """Bronze rows (the ingest job's columns) holding ``payloads`` as they arrived."""
+    count = len(payloads)
+    return pa.table(
+        {
+            "data": pa.array(payloads, pa.binary()),
+            "partition_key": [f"k{i % 7}" for i in range(count)],
+            "shard_id": ["shardId-000000000000"] * count,
+            "sequence_number": [str(first_sequence + i) for i in range(count)],
+            "arrival_time": pa.array([T0] * count, pa.timestamp("us", tz="UTC")),
+            "ingest_time": pa.array([T0] * count, pa.timestamp("us", tz="UTC")),
+            "batch_id": pa.array([0] * count, pa.int64()),
+        }
+    )
+
+
+def orders_payloads(seed: int, events: int, **options) -> tuple[list[bytes], list[dict]]:
+    """The generator's orders events as bronze payloads (``event_type`` set), and the expected final state."""
+    generator = OrdersGenerator(random.Random(seed), clock=at_t0, open_orders=20, **options)
+    payloads = []
+    for _ in range(events):
+        body = json.loads(generator.next_event().data)
+        body.setdefault("event_type", "orders")
+        payloads.append(json.dumps(body, separators=(",", ":")).encode())
+    return payloads, generator.expected_state()
