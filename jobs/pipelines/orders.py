@@ -26,7 +26,8 @@ import json
 import logging
 import signal
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, overload
@@ -174,16 +175,23 @@ class BatchReport:
     Attributes:
         batch_id: the micro-batch.
         bronze_rows: rows read from bronze; quarantined / other_types: of those, malformed / not orders.
-        outcome: what the layout wrote (changes, duplicates dropped, late changes, timing).
-        latencies_s: per change, seconds from its ``event_time`` to the batch becoming readable.
+        change_bytes: payload bytes of the batch's orders changes (what write amplification is relative to).
+        outcomes: per layout, what it wrote (changes, repeats dropped, late changes, timing).
+        latencies_s: per layout, per change, seconds from its ``event_time`` to the batch being readable.
     """
 
     batch_id: int
     bronze_rows: int
     quarantined: int
     other_types: int
-    outcome: BatchOutcome
-    latencies_s: tuple[float, ...] = ()
+    change_bytes: int
+    outcomes: Mapping[Layout, BatchOutcome]
+    latencies_s: Mapping[Layout, tuple[float, ...]]
+
+    @property
+    def outcome(self) -> BatchOutcome:
+        """The outcome of the (first) layout."""
+        return next(iter(self.outcomes.values()))
 
 
 class BackgroundCompactor:
@@ -230,40 +238,43 @@ class BackgroundCompactor:
 
 
 class OrdersJob:
-    """The query's driver side: classify each micro-batch, quarantine, apply the changes, compact (mor)."""
+    """The query's driver side: classify each micro-batch, quarantine, apply the changes, compact (mor).
+
+    ``layouts`` (default: the settings' one) lets one query feed both layouts from the same micro-batches,
+    written side by side in two threads: how ``lakestack demo`` compares them on one stream.
+    """
 
     def __init__(
         self,
         settings: OrdersSettings,
         *,
-        on_batch: Callable[[BatchReport], None] | None = None,
+        layouts: Sequence[Layout] | None = None,
+        on_batch: Callable[[BatchReport, pa.Table], None] | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.settings = settings
+        self.layouts: tuple[Layout, ...] = tuple(layouts or (settings.layout,))
         self.tables = settings.tables()
         self.on_batch = on_batch
         self.reports: list[BatchReport] = []
         self._clock = clock
-        self._writer: CowWriter | MorWriter | None = None
+        self._writers: dict[Layout, CowWriter | MorWriter] = {}
         self._app_id: str | None = None
+        self._pool = ThreadPoolExecutor(max_workers=len(self.layouts), thread_name_prefix="orders-write")
         self.compaction: BackgroundCompactor | None = None
-        if settings.layout == "mor" and settings.compact_every > 0:
+        if "mor" in self.layouts and settings.compact_every > 0:
             compactor = Compactor(self.tables, tombstone_retention=settings.tombstone_retention, clock=clock)
             self.compaction = BackgroundCompactor(compactor, settings.compact_every)
 
-    def _writer_for(self, app_id: str) -> CowWriter | MorWriter:
-        if self._writer is None:
-            settings = self.settings
-            if settings.layout == "cow":
-                self._writer = CowWriter(
-                    self.tables,
-                    app_id=app_id,
-                    tombstone_retention=settings.tombstone_retention,
-                    clock=self._clock,
-                )
-            else:
-                self._writer = MorWriter(self.tables, app_id=app_id)
-        return self._writer
+    def _writer_for(self, layout: Layout, app_id: str) -> CowWriter | MorWriter:
+        if layout not in self._writers:
+            retention = self.settings.tombstone_retention
+            self._writers[layout] = (
+                CowWriter(self.tables, app_id=app_id, tombstone_retention=retention, clock=self._clock)
+                if layout == "cow"
+                else MorWriter(self.tables, app_id=app_id)
+            )
+        return self._writers[layout]
 
     def write_batch(self, app_id: str, bronze: DataFrame, batch_id: int) -> BatchReport:
         """Apply one micro-batch exactly once (the ``foreachBatch`` body)."""
@@ -276,40 +287,50 @@ class OrdersJob:
                 lambda: _append(quarantine, bad, app_id=app_id, batch_id=batch_id),
                 what=f"quarantine of batch {batch_id} in {quarantine.uri}",
             )
-        changes = (
-            rows.filter(pc.equal(kinds, pa.scalar(VALID)))
-            .select(list(CHANGE_SCHEMA.names))
-            .cast(CHANGE_SCHEMA)
-        )
-        outcome = self._writer_for(app_id).write(changes, batch_id)
-        if self.compaction is not None and outcome.committed:
+        valid = rows.filter(pc.equal(kinds, pa.scalar(VALID)))
+        changes = valid.select(list(CHANGE_SCHEMA.names)).cast(CHANGE_SCHEMA)
+        # Each layout writes its own tables with its own transaction ids: a failure in one is raised after
+        # the other finished, and Spark's replay then skips what already landed.
+        futures = {
+            layout: self._pool.submit(self._writer_for(layout, app_id).write, changes, batch_id)
+            for layout in self.layouts
+        }
+        outcomes = {layout: future.result() for layout, future in futures.items()}
+        if self.compaction is not None and outcomes["mor"].committed:
             self.compaction.committed()
-        event_times = pc.cast(changes["event_time"], pa.int64()).to_pylist()
+        event_times = [
+            t / 1e6 for t in pc.cast(changes["event_time"], pa.int64()).to_pylist() if t is not None
+        ]
         report = BatchReport(
             batch_id=batch_id,
             bronze_rows=rows.num_rows,
             quarantined=bad.num_rows,
             other_types=kinds.to_pylist().count(OTHER),
-            outcome=outcome,
-            latencies_s=tuple(outcome.visible_at - t / 1e6 for t in event_times if t is not None),
+            change_bytes=sum(len(d) for d in valid["data"].to_pylist() if d is not None),
+            outcomes=outcomes,
+            latencies_s={
+                layout: tuple(outcome.visible_at - t for t in event_times)
+                for layout, outcome in outcomes.items()
+            },
         )
-        log.info(
-            "orders %s: batch %d: %d bronze rows -> %d changes (%d repeats dropped, %d late), %d quarantined, "
-            "%d other types, %s in %.3fs",
-            self.settings.layout,
-            batch_id,
-            report.bronze_rows,
-            outcome.changes,
-            outcome.duplicates,
-            outcome.late,
-            report.quarantined,
-            report.other_types,
-            "committed" if outcome.committed else "already committed: skipped",
-            outcome.write_s,
-        )
+        for layout, outcome in outcomes.items():
+            log.info(
+                "orders %s: batch %d: %d bronze rows -> %d changes (%d repeats dropped, %d late), "
+                "%d quarantined, %d other types, %s in %.3fs",
+                layout,
+                batch_id,
+                report.bronze_rows,
+                outcome.changes,
+                outcome.duplicates,
+                outcome.late,
+                report.quarantined,
+                report.other_types,
+                "committed" if outcome.committed else "already committed: skipped",
+                outcome.write_s,
+            )
         self.reports.append(report)
         if self.on_batch is not None:
-            self.on_batch(report)
+            self.on_batch(report, changes)
         return report
 
     def start(self, spark: SparkSession) -> StreamingQuery:
@@ -328,12 +349,12 @@ class OrdersJob:
 
         def write(batch: DataFrame, batch_id: int) -> None:
             if self._app_id is None:
-                self._app_id = _query_app_id(spark, settings.checkpoint or "", settings.layout)
+                self._app_id = _query_app_id(spark, settings.checkpoint or "", "-".join(self.layouts))
             self.write_batch(self._app_id, batch, batch_id)
 
         interval = parse_trigger(settings.trigger)
         writer = (
-            bronze.writeStream.queryName(f"orders-{settings.layout}")
+            bronze.writeStream.queryName(f"orders-{'-'.join(self.layouts)}")
             .option("checkpointLocation", settings.checkpoint)
             .foreachBatch(write)
         )
@@ -341,7 +362,7 @@ class OrdersJob:
             writer = writer.trigger(processingTime=f"{interval:g} seconds")
         log.info(
             "orders %s: %s -> %s, checkpoint %s, trigger %s%s",
-            settings.layout,
+            " + ".join(self.layouts),
             settings.source_table,
             settings.lake,
             settings.checkpoint,
@@ -351,9 +372,10 @@ class OrdersJob:
         return writer.start()
 
     def close(self) -> None:
-        """Let a running compaction finish."""
+        """Let a running compaction finish; release the writer threads."""
         if self.compaction is not None:
             self.compaction.close()
+        self._pool.shutdown(wait=True)
 
 
 def _append(table: LakeTable, rows: pa.Table, *, app_id: str, batch_id: int) -> None:
@@ -556,9 +578,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 __all__ = [
+    "LAYOUTS",
     "ORDERS_ENVELOPE",
     "BackgroundCompactor",
     "BatchReport",
+    "Layout",
     "OrdersJob",
     "OrdersSettings",
     "OrdersTables",

@@ -110,7 +110,8 @@ def test_both_layouts_from_bronze_end_in_the_expected_state_and_restart_where_th
     assert {r["shard_id"] for r in quarantined} == {"shardId-000000000000"}
     # The second run resumed: its batches come after the first run's, none repeated.
     assert [r.batch_id for r in reports] == list(range(len(reports)))
-    assert all(r.latencies_s and min(r.latencies_s) > 0 for r in reports if r.outcome.changes)
+    assert all(min(r.latencies_s[layout]) > 0 for r in reports if r.outcome.changes)
+    assert sum(r.change_bytes for r in reports) == sum(len(p) for p in more)
     if layout == "mor":
         base = read_optimized(None, tables)
         assert base.num_rows > 0
@@ -119,11 +120,30 @@ def test_both_layouts_from_bronze_end_in_the_expected_state_and_restart_where_th
         assert as_expected(read_optimized(None, tables)) == expected
 
 
-def test_snapshot_through_spark_is_a_dataframe(spark, tmp_path):
-    payloads, expected = orders_payloads(32, 120)
-    fill_bronze(str(tmp_path / "bronze"), payloads)
-    drain(spark, settings(tmp_path, "cow"))
-    frame = snapshot(spark, "cow", OrdersTables(str(tmp_path / "lake")))
+def test_one_query_feeds_both_layouts_side_by_side(spark, tmp_path):
+    payloads, expected = orders_payloads(32, 150, out_of_order_rate=0.2, duplicate_rate=0.1)
+    fill_bronze(str(tmp_path / "bronze"), payloads, per_commit=50)
+    seen: list[tuple[int, int]] = []
+    job = OrdersJob(
+        settings(tmp_path, "cow", compact_every=1),
+        layouts=("cow", "mor"),
+        on_batch=lambda report, changes: seen.append((report.batch_id, changes.num_rows)),
+    )
+    query = job.start(spark)
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+        job.close()
+    tables = OrdersTables(str(tmp_path / "lake"))
+    assert as_expected(snapshot(None, "cow", tables)) == expected
+    assert as_expected(snapshot(None, "mor", tables)) == expected
+    assert [batch for batch, _ in seen] == [r.batch_id for r in job.reports]
+    assert sum(n for _, n in seen) == sum(
+        r.outcomes["mor"].changes + r.outcomes["mor"].duplicates for r in job.reports
+    )
+    assert all(set(r.outcomes) == set(r.latencies_s) == {"cow", "mor"} for r in job.reports)
+    frame = snapshot(spark, "mor", tables)
     assert frame.columns == ["order_id", "order_ts", "customer_id", "amount", "status", "order_date"]
     assert sorted(r["order_id"] for r in frame.collect()) == [r["order_id"] for r in expected]
 
