@@ -26,6 +26,7 @@ import json
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -176,6 +177,7 @@ class BatchReport:
         batch_id: the micro-batch.
         bronze_rows: rows read from bronze; quarantined / other_types: of those, malformed / not orders.
         change_bytes: payload bytes of the batch's orders changes (what write amplification is relative to).
+        read_s: seconds Spark took to read and classify the batch (before any table write).
         outcomes: per layout, what it wrote (changes, repeats dropped, late changes, timing).
         latencies_s: per layout, per change, seconds from its ``event_time`` to the batch being readable.
     """
@@ -185,6 +187,7 @@ class BatchReport:
     quarantined: int
     other_types: int
     change_bytes: int
+    read_s: float
     outcomes: Mapping[Layout, BatchOutcome]
     latencies_s: Mapping[Layout, tuple[float, ...]]
 
@@ -278,7 +281,9 @@ class OrdersJob:
 
     def write_batch(self, app_id: str, bronze: DataFrame, batch_id: int) -> BatchReport:
         """Apply one micro-batch exactly once (the ``foreachBatch`` body)."""
+        started = time.perf_counter()
         rows = classify(bronze, ORDERS_ENVELOPE).toArrow()
+        read_s = time.perf_counter() - started
         kinds = rows[KIND]
         bad = quarantine_arrow(rows, batch_id, self._clock())
         if bad.num_rows:
@@ -307,6 +312,7 @@ class OrdersJob:
             quarantined=bad.num_rows,
             other_types=kinds.to_pylist().count(OTHER),
             change_bytes=sum(len(d) for d in valid["data"].to_pylist() if d is not None),
+            read_s=read_s,
             outcomes=outcomes,
             latencies_s={
                 layout: tuple(outcome.visible_at - t for t in event_times)
@@ -315,11 +321,12 @@ class OrdersJob:
         )
         for layout, outcome in outcomes.items():
             log.info(
-                "orders %s: batch %d: %d bronze rows -> %d changes (%d repeats dropped, %d late), "
-                "%d quarantined, %d other types, %s in %.3fs",
+                "orders %s: batch %d: %d bronze rows (read in %.3fs) -> %d changes (%d repeats dropped, "
+                "%d late), %d quarantined, %d other types, %s in %.3fs",
                 layout,
                 batch_id,
                 report.bronze_rows,
+                read_s,
                 outcome.changes,
                 outcome.duplicates,
                 outcome.late,

@@ -108,6 +108,7 @@ def test_compare_both_layouts_on_real_tables(tmp_path):
                 quarantined=0,
                 other_types=0,
                 change_bytes=100 * batch.num_rows,
+                read_s=0.5,
                 outcomes=outcomes,
                 latencies_s={k: tuple(o.visible_at - t for t in stamps) for k, o in outcomes.items()},
             ),
