@@ -188,7 +188,7 @@ _CHILD = textwrap.dedent(
 def test_killed_mid_batch_then_restarted_ends_in_the_expected_state(spark, tmp_path):
     payloads, expected = orders_payloads(33, 240, out_of_order_rate=0.2, duplicate_rate=0.1)
     bronze, lake = str(tmp_path / "bronze"), str(tmp_path / "lake")
-    fill_bronze(bronze, payloads, per_commit=40)
+    fill_bronze(bronze, payloads, per_commit=80)  # three files: batches 0 and 1 land, batch 2 is killed
     markers = tmp_path / "markers"
     markers.mkdir()
     script = tmp_path / "child.py"
