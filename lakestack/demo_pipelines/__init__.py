@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from lakestack.demo_pipelines._base import DemoPipeline, Loads, RunContext, ScenarioLoad
 from lakestack.demo_pipelines.ingest import IngestPipeline
+from lakestack.demo_pipelines.orders import OrdersPipeline
 from lakestack.demo_pipelines.sales import SalesPipeline
 from lakestack.errors import UserError
 
@@ -17,6 +18,7 @@ from lakestack.errors import UserError
 PIPELINES: dict[str, type[DemoPipeline]] = {
     IngestPipeline.name: IngestPipeline,
     SalesPipeline.name: SalesPipeline,
+    OrdersPipeline.name: OrdersPipeline,
 }
 
 
