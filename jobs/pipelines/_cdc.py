@@ -3,7 +3,8 @@ reader sees. The job, the compaction and the snapshot read all decide through th
 in the same state.
 
 The rules, once:
-- a change is identified by ``change_id``; a repeated delivery (same ``change_id``) counts once;
+- a change is identified by its ``order_id`` and ``change_id`` (change ids are numbered per source, like a
+  database's log positions, and an order belongs to one source); a repeated delivery counts once;
 - per ``order_id`` the change with the latest ``order_ts`` wins (precombine); among equal ``order_ts`` the
   higher ``change_id``; a winning delete removes the order;
 - a delete leaves a tombstone (``order_id``, ``order_ts``) so a late insert or update with an older
@@ -75,11 +76,12 @@ def with_order_date(rows: pa.Table) -> pa.Table:
 
 
 def dedupe_changes(changes: pa.Table) -> tuple[pa.Table, int]:
-    """Keep the first delivery of each ``change_id``; return the changes and how many repeats were dropped."""
+    """Keep the first delivery of each change (``order_id``, ``change_id``); return the changes and how many
+    repeated deliveries were dropped."""
     if changes.num_rows == 0:
         return changes, 0
     indexed = changes.append_column(_RANK, pa.array(range(changes.num_rows), pa.int64()))
-    firsts = indexed.group_by("change_id", use_threads=False).aggregate([(_RANK, "min")])
+    firsts = indexed.group_by(["order_id", "change_id"], use_threads=False).aggregate([(_RANK, "min")])
     keep = pc.sort_indices(firsts[f"{_RANK}_min"])
     unique = changes.take(pc.take(firsts[f"{_RANK}_min"], keep))
     return unique, changes.num_rows - unique.num_rows
@@ -126,7 +128,7 @@ def plan_cow_batch(changes: pa.Table, tombstones: pa.Table) -> CowPlan:
     """Resolve a micro-batch of (de-duplicated) changes against the tombstones kept so far.
 
     Args:
-        changes: the batch's changes (``CHANGE_SCHEMA`` columns), one delivery per ``change_id``.
+        changes: the batch's changes (``CHANGE_SCHEMA`` columns), one delivery per change.
         tombstones: kept tombstones (``TOMBSTONE_SCHEMA``); those for other orders are ignored.
     """
     winners = latest_per_order(changes)

@@ -1,7 +1,7 @@
 """The orders pipeline in the demo: copy-on-write and merge-on-read side by side on the same stream.
 
 One query reads bronze and writes both layouts from each micro-batch (two writer threads; mor compacts
-every 5 change commits beside the stream). After the drain, :func:`lakestack.orders_comparison.compare`
+every 2 change commits beside the stream). After the drain, :func:`lakestack.orders_comparison.compare`
 checks both against the orders scenario's expected state, reads ``orders`` as of the run's middle batch and
 its change feed since, and measures each layout; the plot of latency and files over the run is written to
 ``<run>/orders.svg``. ``ok`` when both layouts match the expected state row for row, time travel and the
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from lakestack.orders_comparison import OrdersRecorder
 
 PLOT = "orders.svg"
+DEMO_COMPACT_EVERY = 2
 
 
 class OrdersPipeline:
@@ -48,6 +49,8 @@ class OrdersPipeline:
             trigger=run.trigger,
             endpoint_url=run.endpoint_url,
             region=run.region,
+            # A demo run is a few micro-batches long: compact every 2 change commits so it shows compaction.
+            compact_every=DEMO_COMPACT_EVERY,
         )
 
     def start(self, run: RunContext) -> StreamingQuery:

@@ -86,3 +86,18 @@ def orders_payloads(seed: int, events: int, **options) -> tuple[list[bytes], lis
         body.setdefault("event_type", "orders")
         payloads.append(json.dumps(body, separators=(",", ":")).encode())
     return payloads, generator.expected_state()
+
+
+def several_sources(seeds: list[int], events: int, **rates) -> tuple[list[pa.Table], list[dict]]:
+    """Several generators (as Locust users are) interleaved at random, each numbering its changes from 1;
+    micro-batches of random sizes; and the union of their expected states."""
+    rng = random.Random(sum(seeds))
+    generators = [OrdersGenerator(random.Random(s), clock=at_t0, open_orders=10, **rates) for s in seeds]
+    changes = parse([rng.choice(generators).next_event() for _ in range(events)])
+    batches, at = [], 0
+    while at < changes.num_rows:
+        size = rng.randint(1, 60)
+        batches.append(changes.slice(at, size))
+        at += size
+    expected = sorted((row for g in generators for row in g.expected_state()), key=lambda r: r["order_id"])
+    return batches, expected

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pyarrow as pa
 import pytest
-from orders_scenarios import T0, as_expected, at_t0, scenario
+from orders_scenarios import T0, as_expected, at_t0, scenario, several_sources
 
 from jobs.lake import DeltaRsEngine, LakeTable, LakeWriteError, RetryPolicy
 from jobs.pipelines._cdc import CHANGE_SCHEMA
@@ -48,6 +48,18 @@ def test_both_layouts_end_in_the_generators_expected_state(tmp_path, seed):
     compactor.run()
     assert as_expected(read_base(mor)) == expected
     assert compactor.status().pending_commits == 0
+
+
+def test_changes_from_several_sources_share_change_ids_and_are_all_applied(tables):
+    batches, expected = several_sources([41, 42, 43, 44], 600, out_of_order_rate=0.2, duplicate_rate=0.1)
+    assert len({r["order_id"][:6] for r in expected}) == 4  # four sources, each numbering changes from 1
+    cow, mor = CowWriter(tables, app_id="q", clock=at_t0), MorWriter(tables, app_id="q")
+    for batch_id, batch in enumerate(batches):
+        cow.write(batch, batch_id)
+        mor.write(batch, batch_id)
+    Compactor(tables, clock=at_t0).run()
+    assert as_expected(read_snapshot(tables, "cow")) == expected
+    assert as_expected(read_base(tables)) == expected
 
 
 def test_a_late_insert_cannot_bring_a_deleted_order_back(tables):
