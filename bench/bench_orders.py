@@ -158,6 +158,12 @@ def run_layout(spark: Any, root: Path, layout: str, rep: int, args: argparse.Nam
     }
 
 
+def _shown(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+
+
 def median(runs: list[dict], key: str) -> float | None:
     values = [
         r[key] for r in runs if isinstance(r.get(key), int | float) and not isinstance(r.get(key), bool)

@@ -257,9 +257,7 @@ def _panel(
         colour = _COLOURS.get(name, "#555")
         path = " ".join(f"{a:.1f},{b:.1f}" for a, b in (xy(x, y) for x, y in sorted(values)))
         out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{path}"/>')
-        out.append(
-            f'<text x="{x0 + _W - _PAD - 4}" y="{_PAD + 14 * index}" text-anchor="end" fill="{colour}">{name}</text>'
-        )
+        out.append(f'<text x="{x0 + _PAD + 6}" y="{_PAD + 4 + 14 * index}" fill="{colour}">{name}</text>')
     return out
 
 
@@ -356,7 +354,7 @@ def trade_off_rows(figures: Mapping[str, Any]) -> list[tuple[str, str, str, str]
         if isinstance(value, bool):
             return "yes" if value else "NO"
         if isinstance(value, float):
-            return f"{value:,.4g}"
+            return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
         return f"{value:,}"
 
     def ratio(a: Any, b: Any) -> str:
