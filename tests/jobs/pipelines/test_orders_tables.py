@@ -265,3 +265,44 @@ def test_a_failing_write_is_reported_not_dropped(tables, monkeypatch):
     with pytest.raises(LakeWriteError, match=r"MERGE of batch 0 into .*/orders failed 4 times"):
         writer.write(batches[0], 0)
     assert DeltaRsEngine().table(tables.orders.uri).transaction_version("q") is None
+
+
+class _FlakyCompactor:
+    """A compactor whose first run fails, as a storage outage would; later runs succeed."""
+
+    def __init__(self) -> None:
+        self.runs = 0
+        self.release = threading.Event()
+
+    def status(self):
+        from jobs.pipelines._orders_tables import CompactionStatus
+
+        return CompactionStatus(merged_through=-1, latest=3, pending_commits=1)
+
+    def run(self):
+        from jobs.pipelines._orders_tables import CompactionOutcome
+
+        self.runs += 1
+        self.release.wait(30)
+        if self.runs == 1:
+            raise LakeWriteError("compaction of orders_changes failed 5 times with transient storage errors")
+        return CompactionOutcome(merged_through=7, changes=10, rows=4, committed=True, seconds=0.1)
+
+
+def test_background_compaction_is_due_every_n_commits_and_a_failure_does_not_stop_the_stream():
+    from jobs.pipelines.orders import BackgroundCompactor
+
+    compactor = _FlakyCompactor()
+    background = BackgroundCompactor(compactor, every=3)
+    background.committed()  # 1 pending at start + 1
+    assert compactor.runs == 0
+    background.committed()  # 3: due
+    background.committed()  # a compaction is running: not doubled
+    compactor.release.set()
+    background.close()
+    assert (compactor.runs, [str(e)[:25] for e in background.failures]) == (1, ["compaction of orders_chan"])
+    for _ in range(3):
+        background.committed()
+    background.close()
+    assert compactor.runs == 2
+    assert [o.merged_through for o in background.outcomes] == [7]
