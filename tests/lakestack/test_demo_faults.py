@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_demo_with_faults_lands_every_event_once_and_reports_the_faults(tmp_path):
     # Higher shares than the documented default so that each kind is hit in a run this small.
     spec = "put-throttle=0.2,get-throttle=0.3,s3-503=0.2"
-    demo = [sys.executable, "-m", "lakestack", "demo", "--events", "400", "--rate", "400", "--users", "2"]
+    demo = [sys.executable, "-m", "lakestack", "demo", "--pipelines", "ingest,sales", "--events", "400"]
+    demo += ["--rate", "400", "--users", "2"]
     result = subprocess.run(
         [*demo, "--faults", spec, "--faults-seed", "5", "--reports-dir", str(tmp_path), "--json"],
         capture_output=True,
