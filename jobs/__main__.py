@@ -35,6 +35,16 @@ def _train_fraud(argv: Sequence[str]) -> int:
     from jobs.pipelines import train_fraud
 
     return train_fraud.main(argv)
+def _orders(argv: Sequence[str]) -> int:
+    from jobs.pipelines import orders
+
+    return orders.main(argv)
+
+
+def _maintenance(argv: Sequence[str]) -> int:
+    from jobs.pipelines import maintenance
+
+    return maintenance.main(argv)
 
 
 JOBS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
@@ -42,6 +52,11 @@ JOBS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
     "sales": (_sales, "bronze -> silver sales, sales_quarantine, gold sales_by_product_minute"),
     "fraud": (_fraud, "bronze transactions -> scored silver, fraud alerts (stateful, per account)"),
     "train-fraud": (_train_fraud, "train the fraud model on a labelled set; write its artifact"),
+    "orders": (_orders, "order CDC -> copy-on-write or merge-on-read orders tables, exactly once"),
+    "maintenance": (
+        _maintenance,
+        "compact / Z-order / vacuum / checkpoint Delta tables, once or on a schedule",
+    ),
 }
 
 _COMMON_FLAGS = """

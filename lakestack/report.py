@@ -156,9 +156,12 @@ class RunReport:
         flat = [(k, v) for k, v in figures.items() if k != "ok" and not isinstance(v, dict)]
         width = max((len(k) for k, _ in flat), default=0)
         lines = [f"  {key:<{width}}  {_shown(value)}" for key, value in flat]
-        for key, value in figures.items():
-            if isinstance(value, dict) and value:
+        for group in _side_by_side({k: v for k, v in figures.items() if isinstance(v, dict) and v}):
+            if len(group) == 1:
+                [(key, value)] = group.items()
                 lines += [f"  {key}:", *_table(value)]
+            else:
+                lines += [f"  {' vs '.join(group)}:", *_table(group)]
         return lines
 
     def to_text(self) -> str:
@@ -185,6 +188,12 @@ class RunReport:
             lines += ["", f"## Pipeline {name}: {'ok' if figures.get('ok') else 'FAILED'}", "", "```"]
             lines += [line[2:] for line in self._pipeline_block(name)]
             lines += ["```"]
+            # A figure naming an image next to the report (e.g. a plot) is shown as one.
+            lines += [
+                f"\n![{name} {key}]({value})"
+                for key, value in figures.items()
+                if isinstance(value, str) and value.endswith((".svg", ".png"))
+            ]
         lines += [
             "",
             "Latency is measured from each event's `event_time` (set by the generator) to the timestamp of the",
@@ -226,9 +235,35 @@ def _table(values: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _side_by_side(nested: dict[str, dict[str, Any]]) -> list[dict[str, dict[str, Any]]]:
+    """Nested figures grouped for display: ones sharing most of their keys (e.g. the same measures of two
+    layouts) go in one table, a column each; the others stand alone."""
+    groups: list[dict[str, dict[str, Any]]] = []
+    for key, value in nested.items():
+        for group in groups:
+            first = next(iter(group.values()))
+            if all(not isinstance(v, dict) for v in value.values()) and all(
+                not isinstance(v, dict) for v in first.values()
+            ):
+                shared = len(set(first) & set(value))
+                if shared * 2 >= max(len(first), len(value)):
+                    group[key] = value
+                    break
+        else:
+            groups.append({key: value})
+    return groups
+
+
 def _failed_checks(figures: dict[str, Any]) -> list[str]:
     """The figures of a failed pipeline that say what went wrong."""
     failed = [k for k, v in figures.items() if v is False and k != "ok"]
+    failed += [
+        f"{k}.{inner}"
+        for k, v in figures.items()
+        if isinstance(v, dict)
+        for inner, flag in v.items()
+        if flag is False and inner != "ok"
+    ]
     failed += [k for k in ("missing", "duplicates", "unexpected") if figures.get(k)]
     for key, expected in (
         ("quarantined", "expected_quarantined"),

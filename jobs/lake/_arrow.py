@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import Schema as DeltaSchema
 
-from jobs.lake.engine import SchemaMode
-from jobs.lake.errors import TableSchemaError
+from jobs.lake.engine import Filter, SchemaMode
+from jobs.lake.errors import LakeError, TableSchemaError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -139,3 +139,71 @@ def latest_per_key(data: pa.Table, keys: Sequence[str], precombine: str) -> pa.T
     winners = pc.sort_indices(firsts[f"{order}_first"])
     rows = pc.take(firsts[f"{order}_first"], winners)
     return data.take(rows)
+
+
+_COMPARISONS = {
+    "=": pc.equal,
+    "!=": pc.not_equal,
+    "<": pc.less,
+    "<=": pc.less_equal,
+    ">": pc.greater,
+    ">=": pc.greater_equal,
+}
+_SET_OPS = ("in", "not in")
+
+
+def check_filters(table_uri: str, filters: Sequence[Filter]) -> None:
+    """Raise ``LakeError`` naming the first filter that is not ``(column, op, value)`` with a known op."""
+    for item in filters:
+        ok = isinstance(item, tuple) and len(item) == 3 and isinstance(item[0], str)
+        if not ok or (item[1] not in _COMPARISONS and item[1] not in _SET_OPS):
+            raise LakeError(
+                f"read of {table_uri}: expected filters as (column, op, value) with op one of "
+                f"{', '.join([*_COMPARISONS, *_SET_OPS])}, found {item!r}."
+            )
+        if item[1] in _SET_OPS and isinstance(item[2], str | bytes):
+            raise LakeError(
+                f"read of {table_uri}: filter {item!r} needs a list of values for {item[1]!r}, found one string."
+            )
+
+
+def filter_expression(filters: Sequence[Filter]) -> pc.Expression:
+    """The conjunction of ``(column, op, value)`` filters as a pyarrow dataset expression."""
+    expression: pc.Expression | None = None
+    for name, op, value in filters:
+        column = pc.field(name)
+        if op in _SET_OPS:
+            test = column.isin(list(value))
+            if op == "not in":
+                test = ~test
+        else:
+            test = {
+                "=": column == value,
+                "!=": column != value,
+                "<": column < value,
+                "<=": column <= value,
+                ">": column > value,
+                ">=": column >= value,
+            }[op]
+        expression = test if expression is None else expression & test
+    assert expression is not None  # filters is not empty
+    return expression
+
+
+def apply_filters(data: pa.Table, filters: Sequence[Filter]) -> pa.Table:
+    """Keep the rows of ``data`` that pass every ``(column, op, value)`` filter (nulls never pass)."""
+    mask: Any = None
+    for name, op, value in filters:
+        column = data[name]
+        if pa.types.is_string_view(column.type):
+            column = pc.cast(column, pa.string())
+        test: Any
+        if op in _SET_OPS:
+            test = pc.is_in(column, value_set=pa.array(list(value), column.type))
+            if op == "not in":
+                test = pc.invert(test)
+        else:
+            test = _COMPARISONS[op](column, pa.scalar(value, column.type))
+        test = pc.fill_null(test, pa.scalar(False))
+        mask = test if mask is None else pc.and_(mask, test)
+    return data if mask is None else data.filter(mask)

@@ -17,9 +17,15 @@ import pyarrow.fs as pafs
 from jobs.lake._storage import is_local_scheme
 from jobs.lake.engine import APP_ID_KEY, BATCH_ID_KEY, CommitRecord
 
+# Keys ``commit_infos`` adds to each commitInfo it returns: what the commit's add/remove actions say.
+FILES_ADDED_KEY = "_lakestack.filesAdded"
+FILES_REMOVED_KEY = "_lakestack.filesRemoved"
+BYTES_ADDED_KEY = "_lakestack.bytesAdded"
+
 
 def commit_record(version: int, timestamp: datetime, operation: str, metadata: Mapping) -> CommitRecord:
-    """Build a ``CommitRecord``, taking (app_id, batch_id) from the keys the lake writes with each commit."""
+    """Build a ``CommitRecord``, taking (app_id, batch_id) from the keys the lake writes with each commit,
+    and the file counts from the keys :func:`commit_infos` adds (absent: None)."""
     batch = metadata.get(BATCH_ID_KEY)
     return CommitRecord(
         version=version,
@@ -27,13 +33,18 @@ def commit_record(version: int, timestamp: datetime, operation: str, metadata: M
         operation=operation,
         app_id=metadata.get(APP_ID_KEY),
         batch_id=int(batch) if batch is not None else None,
+        files_added=metadata.get(FILES_ADDED_KEY),
+        files_removed=metadata.get(FILES_REMOVED_KEY),
+        bytes_added=metadata.get(BYTES_ADDED_KEY),
     )
 
 
 def commit_infos(table_uri: str, options: Mapping[str, str]) -> list[dict] | None:
-    """Return ``commitInfo`` dicts (with ``version`` added) of the JSON commits still in the log, oldest first.
+    """Return ``commitInfo`` dicts of the JSON commits still in the log, oldest first.
 
-    Returns None when the URI's storage is not one this reader handles; callers then use ``history()``.
+    Each dict gets ``version`` and the commit's data-file counts (``FILES_ADDED_KEY``, ``FILES_REMOVED_KEY``,
+    ``BYTES_ADDED_KEY``) from its add and remove actions. Returns None when the URI's storage is not one
+    this reader handles; callers then use ``history()``.
     """
     located = _filesystem(table_uri, options)
     if located is None:
@@ -50,15 +61,27 @@ def commit_infos(table_uri: str, options: Mapping[str, str]) -> list[dict] | Non
     for version, path in commits:
         with fs.open_input_stream(path) as stream:
             text = stream.read().decode("utf-8")
-        for line in text.splitlines():
-            if line.startswith('{"commitInfo"'):
-                info = dict(json.loads(line)["commitInfo"])
-                info["version"] = version
-                infos.append(info)
-                break
-        else:
-            infos.append({"version": version})
+        infos.append(_commit_info(version, text))
     return infos
+
+
+def _commit_info(version: int, text: str) -> dict:
+    info: dict = {"version": version}
+    added = removed = added_bytes = 0
+    for line in text.splitlines():
+        # Actions are one JSON object per line; only the kind is needed for adds and removes.
+        if line.startswith('{"add"'):
+            added += 1
+            added_bytes += int(json.loads(line)["add"].get("size") or 0)
+        elif line.startswith('{"remove"'):
+            removed += 1
+        elif line.startswith('{"commitInfo"'):
+            info.update(json.loads(line)["commitInfo"])
+            info["version"] = version
+    info[FILES_ADDED_KEY] = added
+    info[FILES_REMOVED_KEY] = removed
+    info[BYTES_ADDED_KEY] = added_bytes
+    return info
 
 
 def _filesystem(table_uri: str, options: Mapping[str, str]) -> tuple[pafs.FileSystem, str] | None:

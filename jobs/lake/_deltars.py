@@ -6,10 +6,18 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
-from deltalake.exceptions import TableNotFoundError
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
-from jobs.lake._arrow import check_schema, merge_source, normalize_timestamps
+from jobs.lake._arrow import (
+    apply_filters,
+    check_filters,
+    check_schema,
+    filter_expression,
+    merge_source,
+    normalize_timestamps,
+)
 from jobs.lake._commit_log import commit_infos, commit_record
 from jobs.lake._sql import quote_identifier
 from jobs.lake.engine import (
@@ -19,6 +27,9 @@ from jobs.lake.engine import (
     AppendResult,
     CommitRecord,
     CompactResult,
+    DeleteResult,
+    FileStats,
+    Filter,
     MergeResult,
     SchemaMode,
     TableHandles,
@@ -250,7 +261,60 @@ class DeltaRsEngine(TableHandles):
             deleted=int(metrics.get("num_target_rows_deleted", 0)),
         )
 
+    def delete(
+        self,
+        ref: TableRef,
+        predicate: str,
+        *,
+        app_id: str | None = None,
+        batch_id: int | None = None,
+    ) -> DeleteResult:
+        """Delete the rows matching ``predicate`` (DataFusion SQL) in one commit.
+
+        Only files holding matching rows are rewritten (file statistics skip the rest). A predicate that
+        matches nothing makes no commit.
+
+        Raises:
+            LakeError: only one of ``app_id``/``batch_id`` was given, or the predicate does not parse.
+        """
+        table_uri, options = ref.uri, dict(ref.storage_options)
+        if (app_id is None) != (batch_id is None):
+            raise LakeError(f"delete from {table_uri}: give both app_id and batch_id, or neither.")
+        table = _require(table_uri, options)
+        if app_id is not None and batch_id is not None:
+            done = table.transaction_version(app_id)
+            if done is not None and done >= batch_id:
+                return DeleteResult(committed=False, table_version=table.version())
+        props = _commit_properties(app_id, batch_id) if app_id is not None and batch_id is not None else None
+        before = table.version()
+        try:
+            metrics = table.delete(predicate, commit_properties=props)
+        except DeltaError as error:
+            if isinstance(error, CommitFailedError):
+                raise  # a lost commit race: the caller's retry policy handles it
+            raise LakeError(
+                f"delete from {table_uri}: the predicate {predicate!r} was rejected "
+                f"({str(error).splitlines()[0]}); expected a SQL "
+                "condition over the table's columns, e.g. \"order_ts < '2026-01-01T00:00:00Z'\"."
+            ) from error
+        deleted = int(metrics.get("num_deleted_rows", 0))
+        return DeleteResult(
+            committed=table.version() != before, table_version=table.version(), deleted=deleted
+        )
+
     # -- maintenance -----------------------------------------------------------------------------------
+
+    def checkpoint(self, ref: TableRef) -> int:
+        """Write a Parquet checkpoint of the log at the latest version; return that version."""
+        table = _require(ref.uri, dict(ref.storage_options))
+        table.create_checkpoint()
+        return table.version()
+
+    def file_stats(self, ref: TableRef) -> FileStats:
+        """Count and size the data files the latest version references (from the log; no listing)."""
+        table = _require(ref.uri, dict(ref.storage_options))
+        sizes = pa.table(table.get_add_actions()).column("size_bytes")
+        return FileStats(version=table.version(), files=len(sizes), bytes=int(pc.sum(sizes).as_py() or 0))
 
     def compact(
         self,
@@ -308,15 +372,23 @@ class DeltaRsEngine(TableHandles):
         version: int | None = None,
         timestamp: datetime | None = None,
         columns: Sequence[str] | None = None,
+        filters: Sequence[Filter] | None = None,
     ) -> pa.Table:
         """Read the table now, at ``version``, or as it was at ``timestamp`` (latest commit at or before it).
 
+        ``filters`` go to delta-rs, which skips files by partition values and statistics. pyarrow cannot
+        compare ``string_view`` columns (what delta-rs' MERGE writes), so when the pushed-down filter fails
+        on such a file the rows are read and filtered after the read instead: the same rows, more I/O.
+
         Raises:
-            LakeError: both ``version`` and ``timestamp`` were given, or the timestamp is naive.
+            LakeError: both ``version`` and ``timestamp`` were given, the timestamp is naive, or a filter
+                is malformed.
         """
         table_uri, options = ref.uri, dict(ref.storage_options)
         if version is not None and timestamp is not None:
             raise LakeError(f"read of {table_uri}: give version or timestamp, not both.")
+        wanted = list(filters or ())
+        check_filters(table_uri, wanted)
         table = _require(table_uri, options)
         if version is not None:
             table.load_as_version(version)
@@ -327,9 +399,18 @@ class DeltaRsEngine(TableHandles):
                     "pass e.g. datetime(..., tzinfo=UTC)."
                 )
             table.load_as_version(timestamp)
+        selected = list(columns) if columns else None
         # Through the dataset: to_pyarrow_table() on an abfss:// table can abort the interpreter at exit
         # (delta-rs 1.6 with pyarrow's I/O threads; seen against Azurite).
-        return table.to_pyarrow_dataset().to_table(columns=list(columns) if columns else None)
+        dataset = table.to_pyarrow_dataset()
+        if not wanted:
+            return dataset.to_table(columns=selected)
+        try:
+            return dataset.to_table(columns=selected, filter=filter_expression(wanted))
+        except pa.ArrowNotImplementedError:
+            names = None if selected is None else sorted({*selected, *(name for name, _, _ in wanted)})
+            rows = apply_filters(dataset.to_table(columns=names), wanted)
+            return rows if selected is None else rows.select(selected)
 
     def read_changes(
         self,

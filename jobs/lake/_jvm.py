@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from jobs.lake._arrow import check_schema, merge_source, normalize_timestamps, to_arrow
+from jobs.lake._arrow import check_filters, check_schema, merge_source, normalize_timestamps, to_arrow
 from jobs.lake._commit_log import commit_record
 from jobs.lake._sql import quote_identifier
 from jobs.lake.engine import (
@@ -26,6 +26,9 @@ from jobs.lake.engine import (
     AppendResult,
     CommitRecord,
     CompactResult,
+    DeleteResult,
+    FileStats,
+    Filter,
     MergeResult,
     SchemaMode,
     TableHandles,
@@ -304,6 +307,57 @@ class JvmDeltaEngine(TableHandles):
             deleted=int(metrics.get("numTargetRowsDeleted", 0)),
         )
 
+    def delete(
+        self,
+        ref: TableRef,
+        predicate: str,
+        *,
+        app_id: str | None = None,
+        batch_id: int | None = None,
+    ) -> DeleteResult:
+        """DELETE WHERE ``predicate`` (Spark SQL), with the transaction in the commit's user metadata."""
+        table_uri = ref.uri
+        if (app_id is None) != (batch_id is None):
+            raise LakeError(f"delete from {table_uri}: give both app_id and batch_id, or neither.")
+        before = self.version(ref)
+        if before is None:
+            raise LakeTableNotFoundError(
+                f"expected a Delta table at {table_uri}, found no _delta_log there; write to it or create it first."
+            )
+        if app_id is not None and batch_id is not None:
+            done = self.transaction_version(ref, app_id)
+            if done is not None and done >= batch_id:
+                return DeleteResult(committed=False, table_version=before)
+        metadata = (
+            json.dumps({APP_ID_KEY: app_id, BATCH_ID_KEY: str(batch_id)})
+            if app_id is not None and batch_id is not None
+            else None
+        )
+        spark = self._session()
+        with _session_settings(spark, {"spark.databricks.delta.commitInfo.userMetadata": metadata}):
+            self._table(table_uri).delete(predicate)
+        after = self.version(ref) or before
+        if after == before:
+            return DeleteResult(committed=False, table_version=after)
+        metrics = self._table(table_uri).history(1).collect()[0]["operationMetrics"] or {}
+        return DeleteResult(
+            committed=True, table_version=after, deleted=int(metrics.get("numDeletedRows", 0))
+        )
+
+    def checkpoint(self, ref: TableRef) -> int:
+        """Checkpoint the Delta log through the session's DeltaLog (delta-spark has no Python call for it)."""
+        spark = self._session()
+        jvm: Any = spark._jvm
+        jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, ref.uri).checkpoint()
+        return self.version(ref) or 0
+
+    def file_stats(self, ref: TableRef) -> FileStats:
+        """numFiles and sizeInBytes from DESCRIBE DETAIL."""
+        row = self._table(ref.uri).detail().collect()[0].asDict()
+        return FileStats(
+            version=self.version(ref) or 0, files=int(row["numFiles"]), bytes=int(row["sizeInBytes"])
+        )
+
     def compact(
         self,
         ref: TableRef,
@@ -351,11 +405,13 @@ class JvmDeltaEngine(TableHandles):
         version: int | None = None,
         timestamp: datetime | None = None,
         columns: Sequence[str] | None = None,
+        filters: Sequence[Filter] | None = None,
     ) -> pa.Table:
-        """Read now, at ``versionAsOf``, or at ``timestampAsOf``."""
+        """Read now, at ``versionAsOf``, or at ``timestampAsOf``; filters become a Spark ``where``."""
         table_uri = ref.uri
         if version is not None and timestamp is not None:
             raise LakeError(f"read of {table_uri}: give version or timestamp, not both.")
+        check_filters(table_uri, list(filters or ()))
         reader = self._session().read.format("delta")
         if version is not None:
             reader = reader.option("versionAsOf", version)
@@ -364,6 +420,8 @@ class JvmDeltaEngine(TableHandles):
                 "timestampAsOf", timestamp.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
             )
         frame = reader.load(table_uri)
+        for condition in filters or ():
+            frame = frame.where(_spark_condition(condition))
         return to_arrow(frame.select(*columns) if columns else frame)
 
     def read_changes(
@@ -395,6 +453,25 @@ class JvmDeltaEngine(TableHandles):
             min_writer_version=int(row["minWriterVersion"]),
             writer_features=features,
         )
+
+
+def _spark_condition(condition: Filter) -> Any:
+    from pyspark.sql import functions as F
+
+    name, op, value = condition
+    column = F.col(quote_identifier(name, quote="`"))
+    if op == "in":
+        return column.isin(list(value))
+    if op == "not in":
+        return ~column.isin(list(value))
+    return {
+        "=": column == value,
+        "!=": column != value,
+        "<": column < value,
+        "<=": column <= value,
+        ">": column > value,
+        ">=": column >= value,
+    }[op]
 
 
 @contextmanager

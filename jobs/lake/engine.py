@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, Protocol, cast, runtime_checkable
+from typing import Any, Literal, Protocol, cast, runtime_checkable
 
 import pyarrow as pa
 
@@ -14,6 +14,10 @@ APP_ID_KEY = "lakestack.appId"
 BATCH_ID_KEY = "lakestack.batchId"
 
 SchemaMode = Literal["strict", "merge"]
+
+# One condition of a read filter: (column, operator, value); operators as in delta-rs / pyarrow's DNF filters.
+FilterOp = Literal["=", "!=", "<", "<=", ">", ">=", "in", "not in"]
+Filter = tuple[str, FilterOp, Any]
 
 # Seven days: the Delta default below which a vacuum can break concurrent readers and time travel.
 DEFAULT_RETENTION_HOURS = 168
@@ -44,6 +48,9 @@ class CommitRecord:
         operation: Delta operation name (``WRITE``, ``MERGE``, ``OPTIMIZE``, ...).
         app_id: streaming query identity recorded with the commit, if any.
         batch_id: micro-batch id recorded with the commit, if any.
+        files_added: data files the commit added (None when the engine cannot tell).
+        files_removed: data files the commit removed (None when the engine cannot tell).
+        bytes_added: bytes of the data files the commit added (None when the engine cannot tell).
     """
 
     version: int
@@ -51,6 +58,9 @@ class CommitRecord:
     operation: str
     app_id: str | None = None
     batch_id: int | None = None
+    files_added: int | None = None
+    files_removed: int | None = None
+    bytes_added: int | None = None
 
 
 @dataclass(frozen=True)
@@ -70,6 +80,35 @@ class MergeResult:
     inserted: int = 0
     updated: int = 0
     deleted: int = 0
+
+
+@dataclass(frozen=True)
+class DeleteResult:
+    """Outcome of a delete by predicate.
+
+    Attributes:
+        committed: False when nothing matched (no commit) or the (app_id, batch_id) was already there.
+        table_version: the table version after the call.
+        deleted: rows deleted.
+    """
+
+    committed: bool
+    table_version: int
+    deleted: int = 0
+
+
+@dataclass(frozen=True)
+class FileStats:
+    """The data files a table version references.
+
+    Attributes:
+        version: the table version described.
+        files: number of data files; bytes: their total size.
+    """
+
+    version: int
+    files: int
+    bytes: int
 
 
 @dataclass(frozen=True)
@@ -166,6 +205,17 @@ class LakeEngine(Protocol):
         """Upsert ``data`` by ``keys``: the latest ``precombine`` value wins; flagged rows delete."""
         ...
 
+    def delete(
+        self,
+        ref: TableRef,
+        predicate: str,
+        *,
+        app_id: str | None = None,
+        batch_id: int | None = None,
+    ) -> DeleteResult:
+        """Delete the rows matching the SQL ``predicate`` in one commit (idempotent with app_id/batch_id)."""
+        ...
+
     def compact(
         self,
         ref: TableRef,
@@ -174,6 +224,14 @@ class LakeEngine(Protocol):
         target_file_size: int | None = None,
     ) -> CompactResult:
         """Rewrite small files into bigger ones (Z-ordered by ``z_order_by`` when given)."""
+        ...
+
+    def checkpoint(self, ref: TableRef) -> int:
+        """Write a log checkpoint at the latest version; return that version."""
+        ...
+
+    def file_stats(self, ref: TableRef) -> FileStats:
+        """Count and size the data files of the latest version."""
         ...
 
     def vacuum(
@@ -194,8 +252,10 @@ class LakeEngine(Protocol):
         version: int | None = None,
         timestamp: datetime | None = None,
         columns: Sequence[str] | None = None,
+        filters: Sequence[Filter] | None = None,
     ) -> pa.Table:
-        """Read the table, now or as of a version or a timestamp (time travel)."""
+        """Read the table, now or as of a version or a timestamp (time travel), keeping rows that pass
+        every filter (pushed down to skip files where the engine can)."""
         ...
 
     def read_changes(
@@ -313,6 +373,24 @@ class LakeTable:
             partition_by=partition_by,
         )
 
+    def delete(
+        self, predicate: str, *, app_id: str | None = None, batch_id: int | None = None
+    ) -> DeleteResult:
+        """Delete the rows matching the SQL ``predicate`` (e.g. ``"order_ts < '2026-01-01'"``) in one commit.
+
+        With ``app_id``/``batch_id`` the delete is idempotent like ``append``. A predicate that matches
+        nothing makes no commit (and so records no transaction).
+        """
+        return self.engine.delete(self.ref, predicate, app_id=app_id, batch_id=batch_id)
+
+    def checkpoint(self) -> int:
+        """Write a log checkpoint at the latest version, so readers replay fewer JSON commits; return it."""
+        return self.engine.checkpoint(self.ref)
+
+    def file_stats(self) -> FileStats:
+        """Count and size the data files of the latest version."""
+        return self.engine.file_stats(self.ref)
+
     def compact(
         self, *, z_order_by: Sequence[str] | None = None, target_file_size: int | None = None
     ) -> CompactResult:
@@ -331,9 +409,20 @@ class LakeTable:
         version: int | None = None,
         timestamp: datetime | None = None,
         columns: Sequence[str] | None = None,
+        filters: Sequence[Filter] | None = None,
     ) -> pa.Table:
-        """Read the table, now or as of a version or a timestamp (time travel)."""
-        return self.engine.read(self.ref, version=version, timestamp=timestamp, columns=columns)
+        """Read the table, now or as of a version or a timestamp (time travel).
+
+        Args:
+            version: a table version; timestamp: a time-zone-aware instant (give one or neither).
+            columns: the columns to read (default: all).
+            filters: ``(column, op, value)`` conditions, all of which a row must pass, e.g.
+                ``[("log_seq", ">", 41)]``; op is one of ``= != < <= > >= in``, ``not in``. Files whose
+                statistics rule a condition out are not read.
+        """
+        return self.engine.read(
+            self.ref, version=version, timestamp=timestamp, columns=columns, filters=filters
+        )
 
     def read_changes(self, *, starting_version: int = 0, ending_version: int | None = None) -> pa.Table:
         """The change data feed between two versions (inclusive)."""

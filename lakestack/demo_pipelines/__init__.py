@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from lakestack.demo_pipelines._base import DemoPipeline, Loads, RunContext, ScenarioLoad
 from lakestack.demo_pipelines.fraud import FraudPipeline
 from lakestack.demo_pipelines.ingest import IngestPipeline
+from lakestack.demo_pipelines.orders import OrdersPipeline
 from lakestack.demo_pipelines.sales import SalesPipeline
 from lakestack.errors import UserError
 
@@ -19,6 +20,7 @@ PIPELINES: dict[str, type[DemoPipeline]] = {
     IngestPipeline.name: IngestPipeline,
     SalesPipeline.name: SalesPipeline,
     FraudPipeline.name: FraudPipeline,
+    OrdersPipeline.name: OrdersPipeline,
 }
 
 

@@ -25,8 +25,10 @@ def test_pipelines_are_chosen_in_registry_order_with_ingest_always_first():
     assert scenarios_for(select(["sales", "ingest"])) == ["sales"]
     assert [p.name for p in select(["fraud"])] == ["ingest", "fraud"]
     assert scenarios_for(select(["fraud", "sales"])) == ["sales", "transactions"]
+    assert [p.name for p in select(["orders"])] == ["ingest", "orders"]
+    assert scenarios_for(select(["orders", "sales"])) == ["sales", "orders"]
     with pytest.raises(
-        UserError, match=r"--pipelines: expected names among ingest, sales, fraud, found clicks, views"
+        UserError, match=r"--pipelines: expected names among ingest, sales, fraud, orders, found clicks, views"
     ):
         select(["views", "sales", "clicks"])
 
@@ -145,7 +147,33 @@ def test_an_unknown_pipeline_is_a_one_line_usage_error(tmp_path):
     )
     assert result.returncode == 2
     assert result.stderr.strip() == (
-        "lakestack demo: error: --pipelines: expected names among ingest, sales, fraud, found nope. "
+        "lakestack demo: error: --pipelines: expected names among ingest, sales, fraud, orders, found nope. "
         "Leave it out to run every pipeline."
     )
     assert list(tmp_path.iterdir()) == []  # refused before anything started
+
+
+def test_layouts_with_the_same_measures_print_side_by_side_with_their_plot():
+    report = _report(
+        {
+            "ingest": {"ok": True},
+            "orders": {
+                "ok": False,
+                "cow": {"matches_expected": True, "files": 4, "read_optimized_query_s": None},
+                "mor": {"matches_expected": False, "files": 9, "read_optimized_query_s": 0.5},
+                "time_travel": {"version": 7, "ok": True},
+                "plot": "orders.svg",
+            },
+        }
+    )
+    lines = report.to_text().splitlines()
+    start = lines.index("  cow vs mor:")
+    assert lines[start + 1 : start + 5] == [
+        "                                     cow           mor",
+        "    matches_expected                 yes            NO",
+        "    files                              4             9",
+        "    read_optimized_query_s           n/a         0.500",
+    ]
+    assert lines[start + 5 : start + 8] == ["  time_travel:", "    version: 7", "    ok: yes"]
+    assert report.verdict() == "FAIL: pipeline orders failed: mor.matches_expected"
+    assert "\n![orders plot](orders.svg)\n" in report.to_markdown()

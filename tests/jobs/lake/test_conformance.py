@@ -13,6 +13,7 @@ from jobs.lake import (
     DeltaRsEngine,
     JvmDeltaEngine,
     LakeEngine,
+    LakeError,
     LakeTableNotFoundError,
     MergeResult,
     TableProtocol,
@@ -231,6 +232,10 @@ def test_time_travel_by_version_and_timestamp(engine, tmp_path):
     uri = str(tmp_path / "t")
     for batch in range(3):
         engine.table(uri).append(events([batch]), app_id="app", batch_id=batch)
+        # Commit times are milliseconds: two commits in one millisecond make a timestamp ambiguous.
+        last = engine.table(uri).commits()[-1].timestamp
+        while datetime.now(UTC) <= last + timedelta(milliseconds=1):
+            pass
     assert ids_of(engine.table(uri).read(version=0)) == [0]
     assert ids_of(engine.table(uri).read(version=1)) == [0, 1]
     stamps = [c.timestamp for c in engine.table(uri).commits()]
@@ -328,3 +333,78 @@ def test_s3_table_round_trip_with_commits(engine, moto_endpoint, unique_name):
     assert ids_of(engine.table(uri, storage_options=options).read(version=0)) == [1]
     engine.table(uri, storage_options=options).compact()
     assert ids_of(engine.table(uri, storage_options=options).read()) == [1, 2]
+
+
+# -- delete, filters, file statistics, checkpoints -----------------------------------------------------------
+
+
+def test_delete_by_predicate_is_idempotent_per_transaction(engine, tmp_path):
+    uri = str(tmp_path / "t")
+    engine.table(uri).append(events([1, 2, 3, 4]), app_id="app", batch_id=0)
+    first = engine.table(uri).delete("id >= 3", app_id="purge", batch_id=0)
+    replay = engine.table(uri).delete("id >= 1", app_id="purge", batch_id=0)
+    nothing = engine.table(uri).delete("id > 100")
+    assert (first.committed, first.table_version, first.deleted) == (True, 1, 2)
+    assert (replay.committed, replay.table_version) == (False, 1)
+    assert (nothing.committed, nothing.table_version, nothing.deleted) == (False, 1, 0)
+    assert ids_of(engine.table(uri).read()) == [1, 2]
+    assert engine.table(uri).transaction_version("purge") == 0
+
+
+def test_read_filters_keep_rows_passing_every_condition(engine, tmp_path):
+    uri = str(tmp_path / "t")
+    for batch in range(3):
+        engine.table(uri).append(events([batch * 10, batch * 10 + 1]), app_id="app", batch_id=batch)
+    assert ids_of(engine.table(uri).read(filters=[("id", ">", 10)])) == [11, 20, 21]
+    assert ids_of(engine.table(uri).read(filters=[("id", ">=", 10), ("name", "in", ["x11", "x20"])])) == [
+        11,
+        20,
+    ]
+    assert ids_of(engine.table(uri).read(version=1, filters=[("id", "not in", [0, 10])])) == [1, 11]
+    only = engine.table(uri).read(columns=["name"], filters=[("id", "=", 21)])
+    assert only.to_pylist() == [{"name": "x21"}]
+
+
+def test_read_filters_on_strings_written_by_merge(engine, tmp_path):
+    # delta-rs' MERGE writes string_view Parquet columns, which pyarrow's pushed-down filter cannot compare.
+    uri = str(tmp_path / "orders")
+    engine.table(uri).merge(
+        pa.table({"key": ["a", "b", "c"], "ts": [1, 1, 1]}), keys=["key"], precombine="ts"
+    )
+    got = engine.table(uri).read(filters=[("key", "in", ["a", "c"]), ("ts", "=", 1)])
+    assert sorted(got.column("key").to_pylist()) == ["a", "c"]
+    assert engine.table(uri).read(columns=["ts"], filters=[("key", "=", "b")]).to_pylist() == [{"ts": 1}]
+
+
+def test_malformed_filter_is_named(engine, tmp_path):
+    uri = str(tmp_path / "t")
+    engine.table(uri).append(events([1]), app_id="app", batch_id=0)
+    with pytest.raises(LakeError, match=r"expected filters as \(column, op, value\).*found \('id', '~', 1\)"):
+        engine.table(uri).read(filters=[("id", "~", 1)])  # type: ignore[list-item]
+
+
+def test_file_stats_and_commit_file_counts(engine, tmp_path):
+    uri = tmp_path / "t"
+    for batch in range(3):
+        engine.table(str(uri)).append(events([batch]), app_id="app", batch_id=batch)
+    on_disk = sorted(uri.glob("*.parquet"))
+    stats = engine.table(str(uri)).file_stats()
+    assert (stats.version, stats.files, stats.bytes) == (2, 3, sum(p.stat().st_size for p in on_disk))
+    engine.table(str(uri)).compact()
+    after = engine.table(str(uri)).file_stats()
+    assert (after.version, after.files) == (3, 1)
+    commits = engine.table(str(uri)).commits()
+    if engine.name == "delta-rs":
+        assert [(c.files_added, c.files_removed) for c in commits] == [(1, 0), (1, 0), (1, 0), (1, 3)]
+        assert [c.bytes_added for c in commits[:3]] == [p.stat().st_size for p in on_disk]
+        assert commits[3].bytes_added == after.bytes
+
+
+def test_checkpoint_is_written_and_the_table_reads_the_same(engine, tmp_path):
+    uri = tmp_path / "t"
+    for batch in range(3):
+        engine.table(str(uri)).append(events([batch]), app_id="app", batch_id=batch)
+    assert engine.table(str(uri)).checkpoint() == 2
+    assert (uri / "_delta_log" / "00000000000000000002.checkpoint.parquet").exists()
+    assert ids_of(engine.table(str(uri)).read()) == [0, 1, 2]
+    assert engine.table(str(uri)).transaction_version("app") == 2

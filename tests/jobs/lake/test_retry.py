@@ -87,3 +87,48 @@ def test_sink_retry_after_a_lost_reply_does_not_write_twice(spark, tmp_path):
 def test_retry_policy_rejects_nonsense():
     with pytest.raises(ValueError, match="expected max_attempts >= 1"):
         RetryPolicy(max_attempts=0)
+
+
+@pytest.mark.parametrize("rival", ["optimize", "merge"])
+def test_merge_that_loses_a_commit_race_is_retried_on_the_new_version(tmp_path, monkeypatch, rival):
+    from jobs.lake import _deltars
+
+    uri = str(tmp_path / "t")
+    engine = DeltaRsEngine()
+    for batch in range(3):
+        engine.table(uri).merge(
+            pa.table({"id": [batch], "ts": [1], "v": ["a"]}), keys=["id"], precombine="ts"
+        )
+    real_open, opened = _deltars._open, []
+
+    def open_then_lose_the_race(table_uri, options):
+        table = real_open(table_uri, options)
+        if not opened:
+            # A concurrent writer commits after this MERGE read the table and before it commits.
+            opened.append(table.version())
+            if rival == "optimize":
+                DeltaRsEngine().table(uri).compact()
+            else:
+                DeltaRsEngine().table(uri).merge(
+                    pa.table({"id": [1], "ts": [5], "v": ["rival"]}), keys=["id"], precombine="ts"
+                )
+        return table
+
+    monkeypatch.setattr(_deltars, "_open", open_then_lose_the_race)
+    result = with_retries(
+        lambda: engine.table(uri).merge(
+            pa.table({"id": [1, 9], "ts": [3, 3], "v": ["mine", "mine"]}),
+            keys=["id"],
+            precombine="ts",
+            app_id="q",
+            batch_id=0,
+        ),
+        what="merge",
+        policy=NO_WAIT,
+    )
+    assert opened == [3]
+    assert (result.committed, result.table_version) == (True, 5)
+    rows = sorted((r["id"], r["v"]) for r in engine.table(uri).read().to_pylist())
+    # Against the rival's newer row for id 1 the retried merge's older change loses, as precombine says.
+    assert rows == [(0, "a"), (1, "rival" if rival == "merge" else "mine"), (2, "a"), (9, "mine")]
+    assert engine.table(uri).transaction_version("q") == 0

@@ -1,0 +1,604 @@
+"""The ``orders`` job: CDC events from bronze -> orders tables, copy-on-write or merge-on-read.
+
+``python -m jobs orders --layout cow|mor --source-table URI --lake URI --checkpoint PATH
+[--trigger available-now | processing-time=<N>s] [--compact-every N] [--tombstone-retention 7d]``, and
+``python -m jobs orders --layout mor --lake URI --compact`` (merge every pending change into the base, exit).
+
+Each micro-batch of bronze rows is classified by the shared envelope (contract C1): the orders' own events
+are parsed with an explicit schema, malformed rows go to ``orders_quarantine`` (C2), other scenarios'
+events are counted and skipped. The changes then go to the layout (``_orders_tables``):
+
+- ``cow``: one MERGE into ``orders`` per micro-batch (latest ``order_ts`` wins, deletes remove rows and
+  leave a tombstone in ``orders_tombstones``);
+- ``mor``: one append to ``orders_changes`` per micro-batch; a compactor beside the stream (a thread of
+  this job, or ``--compact`` from anywhere) merges the log into ``orders_base`` every N change commits.
+
+Reads: :func:`snapshot` (current orders, either layout, optionally as of a version) and
+:func:`read_optimized` (mor's base alone: fast, and stale by the changes not yet compacted).
+Every table write carries the micro-batch's transaction id, so a restart or a kill mid-batch replays the
+batch without applying anything twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, overload
+from urllib.parse import urlparse
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from jobs._options import parse_duration, parse_trigger
+from jobs.errors import JobError, SettingsError
+from jobs.lake import LakeTable, storage_options_for, with_retries
+from jobs.pipelines._cdc import CHANGE_SCHEMA
+from jobs.pipelines._envelope import (
+    KIND,
+    OTHER,
+    QUARANTINE_SCHEMA,
+    VALID,
+    Envelope,
+    Field,
+    classify,
+    quarantine_arrow,
+)
+from jobs.pipelines._orders_tables import (
+    DEFAULT_TOMBSTONE_RETENTION,
+    LAYOUTS,
+    BatchOutcome,
+    CompactionOutcome,
+    CompactionStatus,
+    Compactor,
+    CowWriter,
+    Layout,
+    MorWriter,
+    OrdersTables,
+    read_base,
+    read_snapshot,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+log = logging.getLogger(__name__)
+
+# What the orders pipeline reads from each event (its explicit schema; anything else is quarantined).
+ORDERS_ENVELOPE = Envelope(
+    "orders",
+    (
+        Field("change_id", "change_id", "bigint", rule="{} > 0", expects="a positive change id"),
+        Field(
+            "op",
+            "op",
+            "string",
+            rule="{} IN ('insert', 'update', 'delete')",
+            expects="insert, update or delete",
+        ),
+        Field("order_id", "order_id", "string", rule="length(trim({})) > 0", expects="a non-empty order id"),
+        Field("order_ts", "order_ts", "timestamp"),
+        Field("customer_id", "customer_id", "string"),
+        Field("amount", "amount", "double", rule="{} >= 0", expects="an amount of 0 or more"),
+        Field("status", "status", "string", rule="length(trim({})) > 0", expects="a non-empty status"),
+    ),
+)
+DEFAULT_COMPACT_EVERY = 5
+
+
+@dataclass(frozen=True)
+class OrdersSettings:
+    """Everything the orders job needs, validated once at start-up.
+
+    Attributes:
+        layout: ``cow`` (MERGE per micro-batch) or ``mor`` (change log + compaction).
+        lake: the lake root; the tables are ``<lake>/orders`` etc.
+        source_table: the bronze Delta table (not needed with ``compact_only``).
+        checkpoint: the query's checkpoint (not needed with ``compact_only``).
+        trigger: ``available-now`` or ``processing-time=<N>s``.
+        compact_every: mor: compact after this many change commits (0: never in this job).
+        compact_only: mor: merge every pending change into the base and exit (no stream).
+        tombstone_retention: how long a deleted order's tombstone is kept.
+        max_files_per_trigger: bronze files per micro-batch, at most.
+    """
+
+    layout: Layout
+    lake: str
+    source_table: str | None = None
+    checkpoint: str | None = None
+    trigger: str = "processing-time=5s"
+    endpoint_url: str | None = None
+    region: str | None = None
+    compact_every: int = DEFAULT_COMPACT_EVERY
+    compact_only: bool = False
+    tombstone_retention: timedelta = DEFAULT_TOMBSTONE_RETENTION
+    max_files_per_trigger: int = 1000
+
+    def __post_init__(self) -> None:
+        if self.layout not in LAYOUTS:
+            raise SettingsError(f"--layout: expected one of {', '.join(LAYOUTS)}, found {self.layout!r}.")
+        if not self.lake:
+            raise SettingsError(
+                "--lake: expected the lake root URI (a path, s3://..., abfss://...), found nothing."
+            )
+        if self.compact_only:
+            if self.layout != "mor":
+                raise SettingsError(
+                    "--compact: only the mor layout has a change log to compact; found --layout cow. "
+                    "For file compaction of any table use `python -m jobs maintenance`."
+                )
+        else:
+            for flag, value in (("--source-table", self.source_table), ("--checkpoint", self.checkpoint)):
+                if not value:
+                    raise SettingsError(
+                        f"{flag}: expected a URI or path, found nothing (needed unless --compact)."
+                    )
+        parse_trigger(self.trigger)
+        if self.compact_every < 0:
+            raise SettingsError(
+                f"--compact-every: expected a whole number of change commits, 0 or more, found {self.compact_every}."
+            )
+        if self.tombstone_retention <= timedelta(0):
+            raise SettingsError(
+                f"--tombstone-retention: expected a positive duration, found {self.tombstone_retention}."
+            )
+        if self.max_files_per_trigger < 1:
+            raise SettingsError(
+                f"--max-files-per-trigger: expected a whole number of at least 1, found {self.max_files_per_trigger}."
+            )
+
+    @property
+    def available_now(self) -> bool:
+        return parse_trigger(self.trigger) is None
+
+    def options_for(self, uri: str) -> dict[str, str]:
+        # The endpoint and region describe the emulator's (or AWS's) S3; they mean nothing to other stores.
+        if urlparse(uri).scheme in ("s3", "s3a"):
+            return storage_options_for(uri, endpoint_url=self.endpoint_url, region=self.region)
+        return storage_options_for(uri)
+
+    def tables(self) -> OrdersTables:
+        return OrdersTables(self.lake, self.options_for(self.lake))
+
+
+@dataclass(frozen=True)
+class BatchReport:
+    """One micro-batch, as the job saw it (what a monitor or the demo's report is built from).
+
+    Attributes:
+        batch_id: the micro-batch.
+        bronze_rows: rows read from bronze; quarantined / other_types: of those, malformed / not orders.
+        change_bytes: payload bytes of the batch's orders changes (what write amplification is relative to).
+        read_s: seconds Spark took to read and classify the batch (before any table write).
+        outcomes: per layout, what it wrote (changes, repeats dropped, late changes, timing).
+        latencies_s: per layout, per change, seconds from its ``event_time`` to the batch being readable.
+    """
+
+    batch_id: int
+    bronze_rows: int
+    quarantined: int
+    other_types: int
+    change_bytes: int
+    read_s: float
+    outcomes: Mapping[Layout, BatchOutcome]
+    latencies_s: Mapping[Layout, tuple[float, ...]]
+
+    @property
+    def outcome(self) -> BatchOutcome:
+        """The outcome of the (first) layout."""
+        return next(iter(self.outcomes.values()))
+
+
+class BackgroundCompactor:
+    """Runs mor compaction in a thread of the job every ``every`` change commits, never holding the stream.
+
+    The stream's batches only ever append to the change log, which compaction does not write; if a
+    compaction is still running when the next one is due, it waits for the next commit. A failed compaction
+    is logged and retried at the next due commit; the stream goes on.
+    """
+
+    def __init__(self, compactor: Compactor, every: int) -> None:
+        self.compactor = compactor
+        self.every = every
+        self.outcomes: list[CompactionOutcome] = []
+        self.failures: list[BaseException] = []
+        self._pending = compactor.status().pending_commits
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def committed(self) -> None:
+        """Count one change commit; start a compaction when due and none is running."""
+        with self._lock:
+            self._pending += 1
+            if self._pending < self.every or (self._thread is not None and self._thread.is_alive()):
+                return
+            self._pending = 0
+            self._thread = threading.Thread(target=self._run, name="orders-compaction", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.outcomes.append(self.compactor.run())
+        except Exception as error:  # the stream must go on; the next due commit tries again
+            log.error(
+                "orders: compaction failed (the stream goes on; retried at the next due commit): %s", error
+            )
+            self.failures.append(error)
+
+    def close(self, timeout_s: float = 300.0) -> None:
+        """Wait for a running compaction to finish (its commit is atomic: stopping half-way loses nothing)."""
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout_s)
+
+
+class OrdersJob:
+    """The query's driver side: classify each micro-batch, quarantine, apply the changes, compact (mor).
+
+    ``layouts`` (default: the settings' one) lets one query feed both layouts from the same micro-batches,
+    written side by side in two threads: how ``lakestack demo`` compares them on one stream.
+    """
+
+    def __init__(
+        self,
+        settings: OrdersSettings,
+        *,
+        layouts: Sequence[Layout] | None = None,
+        on_batch: Callable[[BatchReport, pa.Table], None] | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.settings = settings
+        self.layouts: tuple[Layout, ...] = tuple(layouts or (settings.layout,))
+        self.tables = settings.tables()
+        self.on_batch = on_batch
+        self.reports: list[BatchReport] = []
+        self._clock = clock
+        self._writers: dict[Layout, CowWriter | MorWriter] = {}
+        self._app_id: str | None = None
+        self._pool = ThreadPoolExecutor(max_workers=len(self.layouts), thread_name_prefix="orders-write")
+        self.compaction: BackgroundCompactor | None = None
+        if "mor" in self.layouts and settings.compact_every > 0:
+            compactor = Compactor(self.tables, tombstone_retention=settings.tombstone_retention, clock=clock)
+            self.compaction = BackgroundCompactor(compactor, settings.compact_every)
+
+    def _writer_for(self, layout: Layout, app_id: str) -> CowWriter | MorWriter:
+        if layout not in self._writers:
+            retention = self.settings.tombstone_retention
+            self._writers[layout] = (
+                CowWriter(self.tables, app_id=app_id, tombstone_retention=retention, clock=self._clock)
+                if layout == "cow"
+                else MorWriter(self.tables, app_id=app_id)
+            )
+        return self._writers[layout]
+
+    def write_batch(self, app_id: str, bronze: DataFrame, batch_id: int) -> BatchReport:
+        """Apply one micro-batch exactly once (the ``foreachBatch`` body)."""
+        started = time.perf_counter()
+        rows = classify(bronze, ORDERS_ENVELOPE).toArrow()
+        read_s = time.perf_counter() - started
+        kinds = rows[KIND]
+        bad = quarantine_arrow(rows, batch_id, self._clock())
+        if bad.num_rows:
+            quarantine = self.tables.quarantine
+            with_retries(
+                lambda: _append(quarantine, bad, app_id=app_id, batch_id=batch_id),
+                what=f"quarantine of batch {batch_id} in {quarantine.uri}",
+            )
+        valid = rows.filter(pc.equal(kinds, pa.scalar(VALID)))
+        changes = valid.select(list(CHANGE_SCHEMA.names)).cast(CHANGE_SCHEMA)
+        # Each layout writes its own tables with its own transaction ids: a failure in one is raised after
+        # the other finished, and Spark's replay then skips what already landed.
+        futures = {
+            layout: self._pool.submit(self._writer_for(layout, app_id).write, changes, batch_id)
+            for layout in self.layouts
+        }
+        outcomes = {layout: future.result() for layout, future in futures.items()}
+        if self.compaction is not None and outcomes["mor"].committed:
+            self.compaction.committed()
+        event_times = [
+            t / 1e6 for t in pc.cast(changes["event_time"], pa.int64()).to_pylist() if t is not None
+        ]
+        report = BatchReport(
+            batch_id=batch_id,
+            bronze_rows=rows.num_rows,
+            quarantined=bad.num_rows,
+            other_types=kinds.to_pylist().count(OTHER),
+            change_bytes=sum(len(d) for d in valid["data"].to_pylist() if d is not None),
+            read_s=read_s,
+            outcomes=outcomes,
+            latencies_s={
+                layout: tuple(outcome.visible_at - t for t in event_times)
+                for layout, outcome in outcomes.items()
+            },
+        )
+        for layout, outcome in outcomes.items():
+            log.info(
+                "orders %s: batch %d: %d bronze rows (read in %.3fs) -> %d changes (%d repeats dropped, "
+                "%d late), %d quarantined, %d other types, %s in %.3fs",
+                layout,
+                batch_id,
+                report.bronze_rows,
+                read_s,
+                outcome.changes,
+                outcome.duplicates,
+                outcome.late,
+                report.quarantined,
+                report.other_types,
+                "committed" if outcome.committed else "already committed: skipped",
+                outcome.write_s,
+            )
+        self.reports.append(report)
+        if self.on_batch is not None:
+            self.on_batch(report, changes)
+        return report
+
+    def start(self, spark: SparkSession) -> StreamingQuery:
+        """Start the streaming query (the caller waits on or stops it, then calls :meth:`close`)."""
+        from jobs.sources import read_delta_stream
+
+        settings = self.settings
+        assert settings.source_table is not None and settings.checkpoint is not None  # validated
+        bronze = read_delta_stream(
+            spark,
+            settings.source_table,
+            storage_options=settings.options_for(settings.source_table),
+            max_files_per_trigger=settings.max_files_per_trigger,
+            checkpoint_location=settings.checkpoint,
+        )
+
+        def write(batch: DataFrame, batch_id: int) -> None:
+            if self._app_id is None:
+                self._app_id = _query_app_id(spark, settings.checkpoint or "", "-".join(self.layouts))
+            self.write_batch(self._app_id, batch, batch_id)
+
+        interval = parse_trigger(settings.trigger)
+        writer = (
+            bronze.writeStream.queryName(f"orders-{'-'.join(self.layouts)}")
+            .option("checkpointLocation", settings.checkpoint)
+            .foreachBatch(write)
+        )
+        if interval is not None:
+            writer = writer.trigger(processingTime=f"{interval:g} seconds")
+        log.info(
+            "orders %s: %s -> %s, checkpoint %s, trigger %s%s",
+            " + ".join(self.layouts),
+            settings.source_table,
+            settings.lake,
+            settings.checkpoint,
+            settings.trigger,
+            f", compaction every {settings.compact_every} change commits" if self.compaction else "",
+        )
+        return writer.start()
+
+    def close(self) -> None:
+        """Let a running compaction finish; release the writer threads."""
+        if self.compaction is not None:
+            self.compaction.close()
+        self._pool.shutdown(wait=True)
+
+
+def _append(table: LakeTable, rows: pa.Table, *, app_id: str, batch_id: int) -> None:
+    if not table.exists():
+        table.create(QUARANTINE_SCHEMA)
+    table.append(rows, app_id=app_id, batch_id=batch_id)
+
+
+def _query_app_id(spark: SparkSession, checkpoint: str, layout: str) -> str:
+    # The transaction app id is the query's identity (Spark's query id, from the checkpoint's metadata
+    # file): a fresh checkpoint is a fresh query whose batch ids restart at 0 and must not be mistaken for
+    # batches an earlier query committed.
+    row = spark.read.text(f"{checkpoint.rstrip('/')}/metadata").first()
+    if row is None:
+        raise JobError(f"expected Spark's query metadata in {checkpoint}/metadata, found an empty file.")
+    return f"lakestack-orders-{layout}-{json.loads(row[0])['id']}"
+
+
+# -- reads -------------------------------------------------------------------------------------------------------
+
+
+@overload
+def snapshot(spark: None, layout: Layout, tables: OrdersTables, version: int | None = None) -> pa.Table: ...
+
+
+@overload
+def snapshot(
+    spark: SparkSession, layout: Layout, tables: OrdersTables, version: int | None = None
+) -> DataFrame: ...
+
+
+def snapshot(
+    spark: SparkSession | None, layout: Layout, tables: OrdersTables, version: int | None = None
+) -> pa.Table | DataFrame:
+    """The current orders: every change applied, deleted orders gone; the same rows for either layout.
+
+    Args:
+        spark: a session to get a Spark DataFrame, or None for a ``pyarrow.Table`` (no Spark needed).
+        layout: ``cow`` reads ``orders``; ``mor`` reads ``orders_base`` plus the changes in
+            ``orders_changes`` not yet compacted (deletes applied, tombstones honoured).
+        tables: the lake's orders tables, ``OrdersTables(lake_uri, storage_options)``.
+        version: time travel: a version of ``orders`` (cow) or of ``orders_changes`` (mor).
+
+    Returns:
+        Columns ``order_id, order_ts, customer_id, amount, status, order_date``, one row per order, sorted
+        by ``order_id``.
+    """
+    rows = read_snapshot(tables, layout, version=version)
+    return rows if spark is None else spark.createDataFrame(rows)
+
+
+@overload
+def read_optimized(spark: None, tables: OrdersTables) -> pa.Table: ...
+
+
+@overload
+def read_optimized(spark: SparkSession, tables: OrdersTables) -> DataFrame: ...
+
+
+def read_optimized(spark: SparkSession | None, tables: OrdersTables) -> pa.Table | DataFrame:
+    """mor's read-optimized read: ``orders_base`` alone, tombstones hidden.
+
+    STALE by design: changes appended since the last compaction are not in it (``compaction_status``
+    says how many change commits behind it is). Same columns as :func:`snapshot`.
+    """
+    rows = read_base(tables)
+    return rows if spark is None else spark.createDataFrame(rows)
+
+
+def compaction_status(tables: OrdersTables) -> CompactionStatus:
+    """How far mor compaction got: the last ``log_seq`` merged, the log's latest, commits pending."""
+    return Compactor(tables).status()
+
+
+def compact(
+    tables: OrdersTables, *, tombstone_retention: timedelta = DEFAULT_TOMBSTONE_RETENTION
+) -> CompactionOutcome:
+    """Merge every pending change into ``orders_base`` now (safe beside the running stream)."""
+    return Compactor(tables, tombstone_retention=tombstone_retention).run()
+
+
+# -- command line --------------------------------------------------------------------------------------------------
+
+
+def run(settings: OrdersSettings, *, spark: SparkSession | None = None) -> int:
+    """Run the job until it drains (available-now) or is stopped by SIGINT/SIGTERM; or compact and exit."""
+    if settings.compact_only:
+        outcome = compact(settings.tables(), tombstone_retention=settings.tombstone_retention)
+        status = compaction_status(settings.tables())
+        log.info(
+            "orders mor: compaction %s: base merged through log_seq %d (log at %d, %d commits pending)",
+            f"merged {outcome.changes} changes" if outcome.committed else "found nothing to merge",
+            status.merged_through,
+            status.latest,
+            status.pending_commits,
+        )
+        return 0
+    from jobs.session import build_session
+
+    session = spark or build_session(f"lakestack-orders-{settings.layout}")
+    job = OrdersJob(settings)
+    query = job.start(session)
+    stop_requested = threading.Event()
+
+    def request_stop(signum: int, _frame: object) -> None:
+        log.info("orders: %s received, stopping after the current micro-batch", signal.Signals(signum).name)
+        stop_requested.set()
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        if settings.available_now:
+            # Python sources run one batch under Trigger.AvailableNow in Spark 4.0: drain with back-to-back
+            # batches instead, then stop.
+            query.processAllAvailable()
+        else:
+            while query.isActive and not stop_requested.is_set():
+                query.awaitTermination(1)
+        if query.isActive:
+            query.stop()
+        error = query.exception()
+        if error is not None:
+            raise error
+    finally:
+        job.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    log.info(
+        "orders %s: stopped after %d micro-batches; the next run resumes from %s",
+        settings.layout,
+        len(job.reports),
+        settings.checkpoint,
+    )
+    return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The orders job's flags (contract C3 plus the pipeline's own)."""
+    parser.add_argument(
+        "--layout", required=True, choices=LAYOUTS, help="cow (MERGE each batch) or mor (change log)"
+    )
+    parser.add_argument("--source-table", default=None, metavar="URI", help="bronze Delta table")
+    parser.add_argument(
+        "--lake", required=True, metavar="URI", help="lake root: <lake>/orders, <lake>/orders_base, ..."
+    )
+    parser.add_argument(
+        "--checkpoint", default=None, metavar="PATH", help="Spark checkpoint location for this query"
+    )
+    parser.add_argument(
+        "--trigger",
+        default="processing-time=5s",
+        help="'available-now' (drain, then stop) or 'processing-time=<N>s' (default: %(default)s)",
+    )
+    parser.add_argument("--endpoint-url", default=None, metavar="URL", help="S3 endpoint of an emulator")
+    parser.add_argument("--region", default=None, help="AWS region of s3:// tables")
+    parser.add_argument(
+        "--compact-every",
+        type=int,
+        default=DEFAULT_COMPACT_EVERY,
+        metavar="N",
+        help="mor: compact after N change commits, beside the stream; 0: never in this job (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--compact", action="store_true", help="mor: merge every pending change into orders_base, then exit"
+    )
+    parser.add_argument(
+        "--tombstone-retention",
+        default="7d",
+        metavar="DURATION",
+        help="keep a deleted order's tombstone this long (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-files-per-trigger", type=int, default=1000, metavar="N", help="bronze files per micro-batch"
+    )
+
+
+def settings_from_args(args: argparse.Namespace) -> OrdersSettings:
+    return OrdersSettings(
+        layout=args.layout,
+        lake=args.lake,
+        source_table=args.source_table,
+        checkpoint=args.checkpoint,
+        trigger=args.trigger,
+        endpoint_url=args.endpoint_url,
+        region=args.region,
+        compact_every=args.compact_every,
+        compact_only=args.compact,
+        tombstone_retention=parse_duration(args.tombstone_retention, name="--tombstone-retention"),
+        max_files_per_trigger=args.max_files_per_trigger,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m jobs orders",
+        description="Apply order CDC events from a bronze Delta table to copy-on-write or merge-on-read "
+        "orders tables, exactly once.",
+    )
+    add_arguments(parser)
+    return run(settings_from_args(parser.parse_args(argv)))
+
+
+__all__ = [
+    "LAYOUTS",
+    "ORDERS_ENVELOPE",
+    "BackgroundCompactor",
+    "BatchReport",
+    "Layout",
+    "OrdersJob",
+    "OrdersSettings",
+    "OrdersTables",
+    "add_arguments",
+    "compact",
+    "compaction_status",
+    "main",
+    "read_optimized",
+    "run",
+    "settings_from_args",
+    "snapshot",
+]

@@ -1,0 +1,266 @@
+"""The orders job in Spark: bronze (Delta stream) -> both layouts, quarantine, restarts, a kill mid-batch."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from orders_scenarios import as_expected, bronze_rows, orders_payloads
+
+from jobs.__main__ import main as jobs_main
+from jobs.errors import SettingsError
+from jobs.lake import DeltaRsEngine
+from jobs.pipelines import orders
+from jobs.pipelines.orders import OrdersJob, OrdersSettings, OrdersTables, read_optimized, snapshot
+
+ROOT = Path(__file__).resolve().parents[3]
+NOT_ORDERS = [
+    b'{"event_type":"sales","event_id":"s1","event_time":"2026-03-01T12:00:00.000000Z","SalesId":1}',
+    b'{"event_type":"transactions","event_id":"t1","event_time":"2026-03-01T12:00:00.000000Z"}',
+]
+MALFORMED = [
+    b"not json at all",
+    b'{"event_type":"orders","event_id":"bad1","event_time":"2026-03-01T12:00:00.000000Z","change_id":1}',
+    b'{"event_type":"orders","event_id":"bad2","event_time":"2026-03-01T12:00:00.000000Z","change_id":7,'
+    b'"op":"upsert","order_id":"x","order_ts":"2026-03-01T12:00:00Z","customer_id":"c","amount":1,"status":"p"}',
+]
+
+
+def fill_bronze(uri: str, payloads: list[bytes], *, per_commit: int = 60, first: int = 0) -> int:
+    """Append the payloads to a bronze table, ``per_commit`` to a commit (one file each); return the count."""
+    table = DeltaRsEngine().table(uri)
+    start = table.transaction_version("ingest")
+    batch = 0 if start is None else start + 1
+    for at in range(0, len(payloads), per_commit):
+        table.append(
+            bronze_rows(payloads[at : at + per_commit], first_sequence=first + at),
+            app_id="ingest",
+            batch_id=batch,
+        )
+        batch += 1
+    return len(payloads)
+
+
+def settings(tmp_path: Path, layout: str, **overrides) -> OrdersSettings:
+    values = {
+        "layout": overrides.pop("layout_name", layout),
+        "lake": str(tmp_path / "lake"),
+        "source_table": str(tmp_path / "bronze"),
+        "checkpoint": str(tmp_path / f"checkpoint-{layout}"),
+        "trigger": "available-now",
+        "compact_every": 3,
+        "max_files_per_trigger": 2,
+        # Tombstones are kept for the scenario's (past) order times.
+        "tombstone_retention": timedelta(days=3650),
+    }
+    return OrdersSettings(**{**values, **overrides})
+
+
+def drain(spark, job_settings: OrdersSettings) -> OrdersJob:
+    job = OrdersJob(job_settings)
+    query = job.start(spark)
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+        job.close()
+    assert query.exception() is None
+    return job
+
+
+@pytest.mark.parametrize("layout", ["cow", "mor"])
+def test_both_layouts_from_bronze_end_in_the_expected_state_and_restart_where_they_stopped(
+    spark, tmp_path, layout
+):
+    payloads, _ = orders_payloads(31, 300, out_of_order_rate=0.2, duplicate_rate=0.1)
+    more, expected = orders_payloads(31, 500, out_of_order_rate=0.2, duplicate_rate=0.1)
+    assert more[:300] == payloads
+    bronze = str(tmp_path / "bronze")
+    fill_bronze(bronze, payloads[:150] + NOT_ORDERS + MALFORMED + payloads[150:], per_commit=100)
+    first = drain(spark, settings(tmp_path, layout, compact_every=1))
+    fill_bronze(bronze, more[300:], per_commit=100, first=10_000)
+    second = drain(spark, settings(tmp_path, layout, compact_every=1))
+
+    tables = OrdersTables(str(tmp_path / "lake"))
+    assert as_expected(snapshot(None, layout, tables)) == expected
+    reports = first.reports + second.reports
+    # Invariant (C1): bronze rows = changes + quarantined + repeats dropped + other types.
+    bronze_total = sum(r.bronze_rows for r in reports)
+    assert bronze_total == 500 + len(NOT_ORDERS) + len(MALFORMED)
+    assert bronze_total == sum(
+        r.outcome.changes + r.quarantined + r.outcome.duplicates + r.other_types for r in reports
+    )
+    assert sum(r.other_types for r in reports) == 2
+    quarantined = tables.quarantine.read().to_pylist()
+    assert sorted(r["reason"][:40] for r in quarantined) == sorted(
+        [
+            "payload is not a JSON object: 'not json ",
+            "field op is missing; field order_id is m",
+            "field op: expected insert, update or del",
+        ]
+    )
+    assert {r["shard_id"] for r in quarantined} == {"shardId-000000000000"}
+    # The second run resumed: its batches come after the first run's, none repeated.
+    assert [r.batch_id for r in reports] == list(range(len(reports)))
+    assert all(min(r.latencies_s[layout]) > 0 for r in reports if r.outcome.changes)
+    assert sum(r.change_bytes for r in reports) == sum(len(p) for p in more)
+    if layout == "mor":
+        base = read_optimized(None, tables)
+        assert base.num_rows > 0
+        assert first.compaction is not None and first.compaction.outcomes
+        orders.compact(tables, tombstone_retention=timedelta(days=3650))
+        assert as_expected(read_optimized(None, tables)) == expected
+
+
+def test_one_query_feeds_both_layouts_side_by_side(spark, tmp_path):
+    payloads, expected = orders_payloads(32, 150, out_of_order_rate=0.2, duplicate_rate=0.1)
+    fill_bronze(str(tmp_path / "bronze"), payloads, per_commit=50)
+    seen: list[tuple[int, int]] = []
+    job = OrdersJob(
+        settings(tmp_path, "cow", compact_every=1),
+        layouts=("cow", "mor"),
+        on_batch=lambda report, changes: seen.append((report.batch_id, changes.num_rows)),
+    )
+    query = job.start(spark)
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+        job.close()
+    tables = OrdersTables(str(tmp_path / "lake"))
+    assert as_expected(snapshot(None, "cow", tables)) == expected
+    assert as_expected(snapshot(None, "mor", tables)) == expected
+    assert [batch for batch, _ in seen] == [r.batch_id for r in job.reports]
+    assert sum(n for _, n in seen) == sum(
+        r.outcomes["mor"].changes + r.outcomes["mor"].duplicates for r in job.reports
+    )
+    assert all(set(r.outcomes) == set(r.latencies_s) == {"cow", "mor"} for r in job.reports)
+    frame = snapshot(spark, "mor", tables)
+    assert frame.columns == ["order_id", "order_ts", "customer_id", "amount", "status", "order_date"]
+    assert sorted(r["order_id"] for r in frame.collect()) == [r["order_id"] for r in expected]
+
+
+_CHILD = textwrap.dedent(
+    """
+    import sys, threading, time
+    from datetime import timedelta
+    from pathlib import Path
+    from jobs.lake import LakeTable
+    from jobs.pipelines import orders
+    from jobs.session import build_session
+
+    lake, bronze, checkpoints, markers = sys.argv[1:5]
+    merge, append = LakeTable.merge, LakeTable.append
+
+    def stall_after(original):
+        def write(self, data, **kwargs):
+            # Batch 2: its first table write lands, then the batch stalls until the process is killed.
+            result = original(self, data, **kwargs)
+            if kwargs.get("batch_id") == 2 and not self.uri.endswith(("_quarantine", "orders_base")):
+                layout = "mor" if self.uri.endswith("orders_changes") else "cow"
+                Path(markers, layout).write_text("batch 2 half-written")
+                time.sleep(300)
+            return result
+        return write
+
+    LakeTable.merge, LakeTable.append = stall_after(merge), stall_after(append)
+    spark = build_session("orders-kill-child")
+    for layout in ("cow", "mor"):
+        settings = orders.OrdersSettings(
+            layout=layout, lake=lake, source_table=bronze, checkpoint=f"{checkpoints}/checkpoint-{layout}",
+            trigger="processing-time=0.5s", compact_every=2, max_files_per_trigger=1,
+            tombstone_retention=timedelta(days=3650),
+        )
+        orders.OrdersJob(settings).start(spark)
+    spark.streams.awaitAnyTermination(300)
+    """
+)
+
+
+def test_killed_mid_batch_then_restarted_ends_in_the_expected_state(spark, tmp_path):
+    payloads, expected = orders_payloads(33, 240, out_of_order_rate=0.2, duplicate_rate=0.1)
+    bronze, lake = str(tmp_path / "bronze"), str(tmp_path / "lake")
+    fill_bronze(bronze, payloads, per_commit=80)  # three files: batches 0 and 1 land, batch 2 is killed
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    script = tmp_path / "child.py"
+    script.write_text(_CHILD)
+    child = subprocess.Popen(
+        [sys.executable, str(script), lake, bronze, str(tmp_path), str(markers)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while len(list(markers.iterdir())) < 2 and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert sorted(p.name for p in markers.iterdir()) == ["cow", "mor"], f"exit status {child.poll()}"
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)  # the driver, its JVM and its Python workers at once
+        child.wait(timeout=30)
+
+    tables = OrdersTables(lake)
+    for layout in ("cow", "mor"):
+        job_settings = settings(tmp_path, layout, max_files_per_trigger=2, compact_every=2)
+        app_id = _app_id(job_settings)
+        landed = {name: t.transaction_version(app_id) for name, t in tables.layout_tables(layout).items()}
+        # Killed right after batch 2's first table write: cow's tombstones (the batch deletes orders) are
+        # in, its MERGE into orders is not; mor's change-log append is in.
+        if layout == "cow":
+            assert landed == {"orders": 1, "orders_tombstones": 2}
+        else:
+            assert landed["orders_changes"] == 2
+        job = drain(spark, job_settings)
+        assert job.reports[0].batch_id == 2  # Spark replays the batch it never finished
+        assert as_expected(snapshot(None, layout, tables)) == expected
+    orders.compact(tables, tombstone_retention=timedelta(days=3650))
+    assert as_expected(read_optimized(None, tables)) == expected
+
+
+def _app_id(job_settings: OrdersSettings) -> str:
+    meta = json.loads((Path(job_settings.checkpoint or "") / "metadata").read_text())
+    return f"lakestack-orders-{job_settings.layout}-{meta['id']}"
+
+
+# -- settings and the command line ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"layout_name": "hudi"}, "--layout: expected one of cow, mor, found 'hudi'"),
+        ({"source_table": None}, "--source-table: expected a URI or path, found nothing"),
+        ({"trigger": "every-5s"}, "--trigger: expected 'available-now' or 'processing-time=<N>s'"),
+        ({"compact_every": -1}, "--compact-every: expected a whole number of change commits, 0 or more"),
+        ({"compact_only": True}, "--compact: only the mor layout has a change log"),
+    ],
+)
+def test_bad_settings_are_named(tmp_path, overrides, message):
+    with pytest.raises(SettingsError, match=message):
+        settings(tmp_path, "cow", **overrides)
+
+
+def test_compact_needs_no_stream(tmp_path, caplog):
+    lake = str(tmp_path / "lake")
+    with caplog.at_level("INFO", logger="jobs.pipelines.orders"):
+        assert jobs_main(["orders", "--layout", "mor", "--lake", lake, "--compact"]) == 0
+    assert "compaction found nothing to merge: base merged through log_seq -1" in caplog.text
+
+
+def test_a_bad_flag_is_one_line_and_exit_2(tmp_path, capsys):
+    code = jobs_main(
+        ["orders", "--layout", "cow", "--lake", str(tmp_path), "--tombstone-retention", "forever"]
+    )
+    assert code == 2
+    assert capsys.readouterr().err.startswith("error: --tombstone-retention: expected a duration like 30s")
