@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from lakestack.commands import demo, ingest, load, local, stacks
+from lakestack.commands import bench, demo, ingest, load, local, stacks, sweep
 from lakestack.errors import LakestackError
 
 
@@ -20,7 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     subparsers = parser.add_subparsers(dest="command", metavar="<command>", required=True)
-    for command in (demo, local, ingest, load, stacks):
+    for command in (demo, bench, local, ingest, load, stacks, sweep):
         command.register(subparsers)
     return parser
 

@@ -1,0 +1,145 @@
+"""The bench on this machine: the demo's own steps (:class:`~lakestack.demo.DemoRun`) with a time-bound, shaped
+load. "Up" is the embedded emulator and Spark in local mode; "destroy" stops both and checks that neither
+process is left."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from lakestack.bench.lifecycle import Teardown
+from lakestack.bench.settings import BenchSettings
+from lakestack.demo import DemoRun, DemoSettings, Progress
+from lakestack.errors import RunFailedError
+from lakestack.report import RunReport
+
+# The JVM leaves once its stdin closes; this long, then it is killed.
+_JVM_EXIT_S = 20.0
+
+
+class LocalTarget:
+    """``--stack local``: the embedded emulator (moto server) and local Spark, as the demo runs them."""
+
+    def __init__(self, settings: BenchSettings, show: Progress) -> None:
+        self.stack = settings.stack
+        self._run = DemoRun(
+            DemoSettings(
+                rate=settings.rate,
+                users=settings.users,
+                port=settings.port,
+                reports_dir=settings.reports_dir,
+                keep_emulator=settings.keep,
+                max_records_per_shard=settings.max_records_per_shard,
+                duration_s=settings.duration_s,
+                shape=settings.shape,
+            ),
+            show,
+        )
+        self._drain_timeout_s = settings.drain_timeout_s
+        self.run_dir: Path = self._run.run_dir
+        self.facts: dict[str, Any] = {}
+        self._entered = False
+        self._emulator: subprocess.Popen[bytes] | None = None
+        self._jvm: subprocess.Popen[bytes] | None = None
+
+    def up(self) -> None:
+        from pyspark import SparkContext
+
+        self._run.__enter__()
+        self._entered = True
+        self._run.start_emulator()
+        emulator = self._run.emulator
+        self._emulator = emulator.process
+        self.facts.update(endpoint=emulator.state.endpoint_url, stream=emulator.state.stream_name)
+        # Only a JVM this run launches is this run's to stop (a caller's Spark is not).
+        launches_jvm = SparkContext._gateway is None
+        try:
+            self._run.start_ingest()
+        finally:
+            if launches_jvm and SparkContext._gateway is not None:
+                self._jvm = SparkContext._gateway.proc
+
+    def wait_ready(self) -> None:
+        query = self._run.query
+        if not query.isActive or query.lastProgress is None:
+            raise RunFailedError(
+                f"the ingest query did not run its first trigger ({query.exception() or 'no error given'}); "
+                f"its checkpoint and logs are in {self.run_dir}."
+            )
+
+    def load(self) -> int:
+        return self._run.send_load()
+
+    def drain(self, acknowledged: int) -> None:
+        self._run.drain(acknowledged, timeout_s=self._drain_timeout_s)
+
+    def measure(self) -> RunReport:
+        return dataclasses.replace(self._run.report(), timeline=self._run.timeline())
+
+    def destroy(self) -> Teardown:
+        """Stop the query, Spark, the JVM and the emulator; report any of them still running."""
+        errors = self._close()
+        left = [
+            f"{name} (pid {process.pid})"
+            for name, process in (("emulator", self._emulator), ("Spark JVM", self._jvm))
+            if process is not None and process.poll() is None
+        ]
+        if errors and not left:
+            left = [f"nothing running, but stopping reported: {'; '.join(errors)}"]
+        pids = " ".join(str(p.pid) for p in (self._emulator, self._jvm) if p is not None and p.poll() is None)
+        return Teardown(
+            complete=not left, left=tuple(left), remove_with=f"kill {pids}" if pids else "nothing"
+        )
+
+    def kept(self) -> Teardown:
+        """``--keep``: Spark stops (it lives in this process), the emulator stays up for inspection."""
+        self._close()
+        emulator = self._emulator
+        if emulator is None or emulator.poll() is not None:
+            return Teardown(complete=True)
+        endpoint = self.facts.get("endpoint", "?")
+        return Teardown(
+            complete=False,
+            kept=True,
+            left=(f"the emulator at {endpoint} (pid {emulator.pid}) with the run's stream and table",),
+            remove_with=f"kill {emulator.pid}",
+        )
+
+    def _close(self) -> list[str]:
+        errors: list[str] = []
+        if self._entered:
+            try:
+                self._run.__exit__(None, None, None)
+            except Exception as error:  # keep going: the JVM and the emulator must still be stopped
+                errors.append(f"{type(error).__name__}: {error}")
+        self._stop_jvm()
+        return errors
+
+    def _stop_jvm(self) -> None:
+        """End the JVM this run launched: Spark's stop() leaves it running for a next session."""
+        from pyspark import SparkContext
+
+        jvm = self._jvm
+        if jvm is None or jvm.poll() is not None:
+            return
+        gateway = SparkContext._gateway
+        if gateway is not None and getattr(gateway, "proc", None) is self._jvm:
+            with contextlib.suppress(Exception):  # the process is stopped below either way
+                gateway.shutdown()
+            SparkContext._gateway = None
+            SparkContext._jvm = None
+        _end_jvm(jvm)
+
+
+def _end_jvm(jvm: subprocess.Popen[bytes]) -> None:
+    # PySpark's gateway exits when its stdin closes (that is how it dies with its Python process).
+    if jvm.stdin is not None:
+        jvm.stdin.close()
+    try:
+        jvm.wait(timeout=_JVM_EXIT_S)
+    except subprocess.TimeoutExpired:
+        jvm.kill()
+        jvm.wait(timeout=_JVM_EXIT_S)
