@@ -8,7 +8,7 @@ import html
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -337,50 +337,60 @@ def _image(alt: str, src: str, base: Path | None) -> str:
     )
 
 
+def _take(lines: list[str], start: int, keep: Callable[[str], bool]) -> tuple[list[str], int]:
+    """The run of lines from ``start`` for which ``keep`` holds, and the index after it."""
+    end = start
+    while end < len(lines) and keep(lines[end]):
+        end += 1
+    return lines[start:end], end
+
+
+def _table_html(block: list[str]) -> str:
+    head, rows = _cells(block[0]), [_cells(row) for row in block[2:]]
+    return (
+        "<table><thead><tr>"
+        + "".join(f"<th>{_inline(c)}</th>" for c in head)
+        + "</tr></thead>\n<tbody>"
+        + "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in row) + "</tr>" for row in rows)
+        + "</tbody></table>"
+    )
+
+
+def _block(lines: list[str], i: int, base: Path | None) -> tuple[str, int]:
+    """The HTML of the block starting at line ``i`` (not blank), and the index after it."""
+    line = lines[i]
+    if line.startswith("```"):
+        code, end = _take(lines, i + 1, lambda text: not text.startswith("```"))
+        return f"<pre><code>{html.escape(chr(10).join(code))}</code></pre>", end + 1
+    if line.startswith("#"):
+        level = min(len(line) - len(line.lstrip("#")), 6)
+        return f"<h{level}>{_inline(line[level:].strip())}</h{level}>", i + 1
+    if line.startswith("|"):
+        block, end = _take(lines, i, lambda text: text.startswith("|"))
+        return _table_html(block), end
+    if line.startswith("- "):
+        items, end = _take(lines, i, lambda text: text.startswith("- "))
+        return "<ul>" + "".join(f"<li>{_inline(item[2:])}</li>" for item in items) + "</ul>", end
+    if match := _IMAGE.match(line.strip()):
+        return _image(match["alt"], match["src"], base), i + 1
+    paragraph, end = _take(
+        lines, i, lambda text: bool(text.strip()) and not text.startswith(("#", "|", "- ", "![", "```"))
+    )
+    return f"<p>{_inline(' '.join(p.strip() for p in paragraph))}</p>", end
+
+
 def markdown_to_html(markdown: str, *, title: str, base: Path | None = None) -> str:
-    """The report's Markdown as one HTML page: headings, paragraphs, bold, code, lists, tables and images
-    (the subset the reports use; PNGs under ``base`` are embedded as data URIs)."""
+    """The report's Markdown as one HTML page: headings, paragraphs, bold, code (inline and fenced), lists,
+    tables and images (the subset the reports use; PNGs under ``base`` are embedded as data URIs)."""
     body: list[str] = []
     lines = markdown.splitlines()
     i = 0
     while i < len(lines):
-        line = lines[i]
-        if not line.strip():
+        if not lines[i].strip():
             i += 1
             continue
-        if line.startswith("#"):
-            level = min(len(line) - len(line.lstrip("#")), 6)
-            body.append(f"<h{level}>{_inline(line[level:].strip())}</h{level}>")
-            i += 1
-        elif line.startswith("|"):
-            block = []
-            while i < len(lines) and lines[i].startswith("|"):
-                block.append(lines[i])
-                i += 1
-            head, rows = _cells(block[0]), [_cells(row) for row in block[2:]]
-            body.append(
-                "<table><thead><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in head) + "</tr></thead>"
-            )
-            body.append(
-                "<tbody>"
-                + "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in row) + "</tr>" for row in rows)
-                + "</tbody></table>"
-            )
-        elif line.startswith("- "):
-            items = []
-            while i < len(lines) and lines[i].startswith("- "):
-                items.append(f"<li>{_inline(lines[i][2:])}</li>")
-                i += 1
-            body.append("<ul>" + "".join(items) + "</ul>")
-        elif match := _IMAGE.match(line.strip()):
-            body.append(_image(match["alt"], match["src"], base))
-            i += 1
-        else:
-            paragraph = []
-            while i < len(lines) and lines[i].strip() and not lines[i].startswith(("#", "|", "- ", "![")):
-                paragraph.append(lines[i].strip())
-                i += 1
-            body.append(f"<p>{_inline(' '.join(paragraph))}</p>")
+        block, i = _block(lines, i, base)
+        body.append(block)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head>\n<body>\n"

@@ -8,10 +8,13 @@ offline with stand-ins; the calls themselves need the Pulumi CLI and an AWS acco
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -29,9 +32,23 @@ from lakestack.timeline import CostModel
 
 # EMR needs 8-15 minutes to start a cluster and bootstrap it; the steps then start their drivers.
 READY_TIMEOUT_S = 30 * 60
+# The scenario each of a stack's pipelines needs loaded (contract C1: every event carries its type).
+PIPELINE_SCENARIOS = {
+    "sales": "sales",
+    "fraud": "transactions",
+    "orders-cow": "orders",
+    "orders-mor": "orders",
+}
 POLL_S = 15.0
 _TERMINAL_STEP_STATES = ("COMPLETED", "CANCELLED", "FAILED", "INTERRUPTED")
 _REQUIRED_OUTPUTS = ("stream_name", "region", "table_uri", "pipelines")
+
+
+def scenarios_for(pipelines: Sequence[str]) -> list[str]:
+    """The scenarios a stack's pipelines need loaded, in order (``sales`` when none names one: ingest alone
+    still needs events)."""
+    needed = list(dict.fromkeys(PIPELINE_SCENARIOS[p] for p in pipelines if p in PIPELINE_SCENARIOS))
+    return needed or ["sales"]
 
 
 class Automation(Protocol):
@@ -157,6 +174,7 @@ class CloudTarget:
         clients: Callable[[str], Any] | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        critical: Callable[[str], AbstractContextManager[None]] = lambda _doing: contextlib.nullcontext(),
     ) -> None:
         self.automation = automation or PulumiAutomation()
         # Before anything else: without the CLI nothing can be created, so nothing needs tearing down.
@@ -170,6 +188,8 @@ class CloudTarget:
         self.facts: dict[str, Any] = {}
         self.outputs: dict[str, Any] = {}
         self._clients = clients
+        self._critical = critical
+        self.scenarios = scenarios_for(stack.pipelines)
         self._clock, self._sleep = clock, sleep
         self._created = False
         self._up_started: float | None = None
@@ -198,7 +218,10 @@ class CloudTarget:
         self._up_started = self._clock()
         # From the first call on, something may exist: destroy is owed even if `up` fails half-way.
         self._created = True
-        self.outputs = self.automation.up(self.stack, on_output=self._pulumi_log("up"))
+        # Not cut short by a signal: an update stopped half-way can leave the stack locked, and then destroy
+        # cannot run either. A signal is acted on (teardown) as soon as `up` returns.
+        with self._critical(f"pulumi up --stack {self.stack} is creating resources"):
+            self.outputs = self.automation.up(self.stack, on_output=self._pulumi_log("up"))
         missing = [key for key in _REQUIRED_OUTPUTS if not self.outputs.get(key)]
         if missing:
             raise RunFailedError(
@@ -248,7 +271,7 @@ class CloudTarget:
                 f"{', '.join(checkpoints)}); see the steps' logs."
             )
 
-    def _locust_argv(self) -> list[str]:
+    def _locust_argv(self, scenario: str) -> list[str]:
         from loadtest.runner import LocustRun
 
         settings = self.settings
@@ -256,46 +279,61 @@ class CloudTarget:
             stream=str(self.outputs["stream_name"]),
             region=str(self.outputs["region"]),
             endpoint_url=None,
-            ledger_dir=str(self.ledger_dir),
-            scenario="sales",
+            ledger_dir=str(self.ledger_dir / scenario),
+            scenario=scenario,
             users=settings.users,
             spawn_rate=settings.users,
             target_rate=settings.rate,
-            csv_prefix=str(self.run_dir / "locust"),
-            html=str(self.run_dir / "locust.html"),
+            csv_prefix=str(self.run_dir / f"locust-{scenario}"),
+            html=str(self.run_dir / f"locust-{scenario}.html"),
             shape=settings.shape,
             shape_duration_s=settings.duration_s,
         ).argv()
 
     def load(self) -> int:
+        """One Locust per scenario the stack's pipelines need, at once, from this machine."""
         from lakestack.demo import LedgerCount
 
         settings = self.settings
-        self.show.step(f"sending sales events to {self.outputs['stream_name']}: {settings.load_summary()}")
+        self.show.step(
+            f"sending {', '.join(self.scenarios)} events to {self.outputs['stream_name']}: "
+            f"{settings.load_summary()} each"
+        )
         env = dict(os.environ)
         if self.stack_settings.aws_profile:
             env["AWS_PROFILE"] = self.stack_settings.aws_profile
-        acked = LedgerCount(self.ledger_dir)
+        counts = [LedgerCount(self.ledger_dir / scenario) for scenario in self.scenarios]
         self._load_started = self._clock()
         began = datetime.now(UTC)
         deadline = self._load_started + settings.duration_s + 120
-        with (self.run_dir / "locust.log").open("wb") as log:
-            locust = subprocess.Popen(
-                self._locust_argv(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
-            )
+        processes: dict[str, subprocess.Popen[bytes]] = {}
+        with contextlib.ExitStack() as logs:
             try:
-                while locust.poll() is None and self._clock() < deadline:
+                for scenario in self.scenarios:
+                    (self.ledger_dir / scenario).mkdir(parents=True, exist_ok=True)
+                    log = logs.enter_context((self.run_dir / f"locust-{scenario}.log").open("wb"))
+                    processes[scenario] = subprocess.Popen(
+                        self._locust_argv(scenario),
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        stdin=subprocess.DEVNULL,
+                        env=env,
+                    )
+                while any(p.poll() is None for p in processes.values()) and self._clock() < deadline:
                     elapsed = self._clock() - self._load_started
-                    self.show.line(f"sent {acked.update():,} acknowledged | {elapsed:.0f}s")
+                    self.show.line(f"sent {sum(c.update() for c in counts):,} acknowledged | {elapsed:.0f}s")
                     self._sleep(1.0)
             finally:
-                stop_process(locust)
-        if locust.returncode != 0:
-            self._notes.append(
-                f"Locust exited with status {locust.returncode}; see {self.run_dir / 'locust.log'}"
-            )
+                for process in processes.values():
+                    stop_process(process)
+        for scenario, process in processes.items():
+            if process.returncode != 0:
+                self._notes.append(
+                    f"Locust ({scenario}) exited with status {process.returncode}; see "
+                    f"{self.run_dir / f'locust-{scenario}.log'}"
+                )
         self._load_window = (began, datetime.now(UTC))
-        total = acked.update()
+        total = sum(c.update() for c in counts)
         self.show.step(f"Locust done: {total:,} events acknowledged; draining")
         return total
 
@@ -336,15 +374,23 @@ class CloudTarget:
         )
 
     def measure(self) -> RunReport:
+        """Reconcile the bronze table read back from S3 with the ledgers, by stream position (as the demo's
+        ingest check does); the run over time with CloudWatch's metrics beside it."""
+        from lakestack.demo import report_from_figures
+        from lakestack.demo_pipelines.ingest import IngestPipeline, reconcile_bronze
         from lakestack.measure import read_bronze, run_timeline
-        from lakestack.reconcile import reconcile
         from loadtest.ledger import read_ledger
 
-        self.show.step("reading the bronze table back from S3 and reconciling it with the ledger")
-        table_uri = str(self.outputs["table_uri"])
-        bronze = read_bronze(table_uri, self._storage_options())
-        entries = read_ledger(self.ledger_dir)
-        result = reconcile([entry.event_id for entry in entries], bronze.event_ids)
+        self.show.step("reading the bronze table back from S3 and reconciling it with the ledgers")
+        table_uri, options = str(self.outputs["table_uri"]), self._storage_options()
+        entries = [
+            entry
+            for scenario in self.scenarios
+            if (self.ledger_dir / scenario).is_dir()
+            for entry in read_ledger(self.ledger_dir / scenario)
+        ]
+        figures = reconcile_bronze(table_uri, options, entries)
+        bronze = read_bronze(table_uri, options)
         event_bytes = bronze.payload_bytes / len(bronze.rows) if bronze.rows else 0.0
         metrics = self._stream_metrics()
         timeline = run_timeline(
@@ -355,18 +401,8 @@ class CloudTarget:
             s3_client=lambda: self._client("s3"),
             stream_metrics=metrics.series if metrics is not None else None,
         )
-        first, last = bronze.first_event_s, bronze.last_commit_s
-        span = last - first if first is not None and last is not None else None
-        sent = [datetime.fromisoformat(e.event_time).timestamp() for e in entries]
-        send_span = max(sent) - min(sent) if len(sent) > 1 else 0.0
-        return RunReport.build(
-            result,
-            latencies_s=bronze.latencies_s,
-            throughput_eps=round(result.landed / span, 1) if span else None,
-            send_rate_eps=round(len(sent) / send_span, 1) if send_span else None,
-            table_uri=table_uri,
-            files=bronze.files,
-            table_version=bronze.version,
+        report = report_from_figures(
+            {IngestPipeline.name: figures},
             micro_batches=len(bronze.commit_times),
             duration_s=round(self._clock() - (self._up_started or self._clock()), 1),
             started_at=datetime.now(UTC).isoformat(timespec="seconds"),
@@ -374,8 +410,8 @@ class CloudTarget:
                 *self._notes,
                 "latency compares this machine's clock (event_time) with the cluster's (commit)",
             ),
-            timeline=timeline,
         )
+        return dataclasses.replace(report, timeline=timeline)
 
     def _ingest_checkpoint(self) -> str | None:
         pipelines = self.outputs.get("pipelines") or {}

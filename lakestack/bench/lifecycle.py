@@ -86,8 +86,11 @@ class SignalGuard:
     """SIGINT and SIGTERM as :class:`Interrupted` while the run is on; noted, not obeyed, during teardown.
 
     The first signal raises; from then on (and inside :meth:`deferring`) a signal only prints that teardown
-    is under way, so the cleanup the exception sets off is never cut short. Libraries may install their own
-    SIGINT handler (Spark does, when its context starts): :meth:`arm` puts ours back.
+    is under way, so the cleanup the exception sets off is never cut short. Inside :meth:`critical` (starting
+    a process this run must be able to stop: the emulator, Spark's JVM; `pulumi up`) a signal is held and
+    raised when the section ends, since a process interrupted half-way through its start is one nobody can
+    stop. Libraries may install their own SIGINT handler (Spark does, when its context starts): :meth:`arm`
+    puts ours back.
     """
 
     def __init__(self, say: Callable[[str], None] | None = None) -> None:
@@ -96,6 +99,8 @@ class SignalGuard:
         self._previous: dict[int, object] = {}
         self._deferring = False
         self._doing = "tearing down"
+        self._critical: str | None = None
+        self._held: int | None = None
 
     def __enter__(self) -> SignalGuard:
         for signum in _SIGNALS:
@@ -121,8 +126,33 @@ class SignalGuard:
             signal.signal(signum, self._handle)
         yield
 
+    @contextlib.contextmanager
+    def critical(self, doing: str) -> Iterator[None]:
+        """Within the block, a signal is held; it is raised (as :class:`Interrupted`) once the block ends."""
+        if self._deferring or self._critical is not None:
+            yield
+            return
+        self._critical = doing
+        try:
+            yield
+        finally:
+            self._critical = None
+        self.arm()
+        held, self._held = self._held, None
+        if held is not None:
+            self._deferring = True
+            raise Interrupted(held)
+
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
         self.received.append(signum)
+        if self._critical is not None and not self._deferring:
+            if self._held is None:
+                self._held = signum
+                self._say(
+                    f"{signal.Signals(signum).name} received while {self._critical}: stopping as soon as that "
+                    "is done (stopped half-way, it would leave a process or resources nobody can remove)"
+                )
+            return
         if self._deferring:
             self._say(
                 f"{signal.Signals(signum).name} received while {self._doing}: finishing it first "

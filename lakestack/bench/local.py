@@ -7,6 +7,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import subprocess
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +25,18 @@ _JVM_EXIT_S = 20.0
 class LocalTarget:
     """``--stack local``: the embedded emulator (moto server) and local Spark, as the demo runs them."""
 
-    def __init__(self, settings: BenchSettings, show: Progress) -> None:
+    def __init__(
+        self,
+        settings: BenchSettings,
+        show: Progress,
+        *,
+        critical: Callable[[str], AbstractContextManager[None]] = lambda _doing: contextlib.nullcontext(),
+    ) -> None:
         self.stack = settings.stack
+        self._critical = critical
         self._run = DemoRun(
             DemoSettings(
+                pipelines=settings.pipelines,
                 rate=settings.rate,
                 users=settings.users,
                 port=settings.port,
@@ -46,29 +56,37 @@ class LocalTarget:
         self._jvm: subprocess.Popen[bytes] | None = None
 
     def up(self) -> None:
+        """The emulator, then Spark, then the pipelines' queries (each has run its first trigger after)."""
         from pyspark import SparkContext
 
         self._run.__enter__()
         self._entered = True
-        self._run.start_emulator()
-        emulator = self._run.emulator
-        self._emulator = emulator.process
-        self.facts.update(endpoint=emulator.state.endpoint_url, stream=emulator.state.stream_name)
+        with self._critical("starting the emulator"):
+            try:
+                self._run.start_emulator()
+            finally:
+                self._emulator = self._run.emulator.process if self._run.has_emulator else None
+        state = self._run.emulator.state
+        self.facts.update(endpoint=state.endpoint_url, stream=state.stream_name)
         # Only a JVM this run launches is this run's to stop (a caller's Spark is not).
         launches_jvm = SparkContext._gateway is None
-        try:
-            self._run.start_ingest()
-        finally:
-            if launches_jvm and SparkContext._gateway is not None:
-                self._jvm = SparkContext._gateway.proc
+        with self._critical("starting Spark"):
+            try:
+                self._run.start_spark()
+            finally:
+                if launches_jvm and SparkContext._gateway is not None:
+                    self._jvm = SparkContext._gateway.proc
+        self._run.start_pipelines()
+        self.facts["pipelines"] = ", ".join(self._run.queries)
 
     def wait_ready(self) -> None:
-        query = self._run.query
-        if not query.isActive or query.lastProgress is None:
-            raise RunFailedError(
-                f"the ingest query did not run its first trigger ({query.exception() or 'no error given'}); "
-                f"its checkpoint and logs are in {self.run_dir}."
-            )
+        """Every pipeline's query is active and has run a trigger."""
+        for name, query in self._run.queries.items():
+            if not query.isActive or query.lastProgress is None:
+                raise RunFailedError(
+                    f"the {name} query did not run its first trigger ({query.exception() or 'no error given'}); "
+                    f"its checkpoint and logs are in {self.run_dir}."
+                )
 
     def load(self) -> int:
         return self._run.send_load()

@@ -10,10 +10,11 @@ from statistics import mean
 
 from infra.config import StackSettings, load_stack_settings
 from lakestack.bench.cost import check_budget, estimate_run_cost
-from lakestack.bench.lifecycle import Target, run_bench
+from lakestack.bench.lifecycle import SignalGuard, Target, run_bench
 from lakestack.bench.report import BenchReport
 from lakestack.bench.settings import BenchSettings
 from lakestack.demo import Progress
+from lakestack.errors import UserError
 from lakestack.prerequisites import check_java
 
 # Events generated to measure a scenario's average payload size for the cost estimate.
@@ -28,22 +29,27 @@ def sample_event_bytes(scenario: str = "sales") -> float:
     return mean(len(generator.next_event().data) for _ in range(_SAMPLE_EVENTS))
 
 
-def make_target(stack: StackSettings, settings: BenchSettings, show: Progress) -> Target:
+def make_target(stack: StackSettings, settings: BenchSettings, show: Progress, guard: SignalGuard) -> Target:
     """The embedded emulator for an emulator stack (``local``); the stack in the cloud otherwise.
 
     Raises:
         PulumiCliMissingError: a cloud stack, and no ``pulumi`` CLI on PATH.
+        UserError: ``--pipelines`` for a cloud stack (its stack file says which run).
     """
     if stack.is_local:
         from lakestack.bench.local import LocalTarget
 
         # Spark runs on this machine only for the emulator stack; a cloud stack runs it on the cluster.
         check_java(os.environ)
-
-        return LocalTarget(settings, show)
+        return LocalTarget(settings, show, critical=guard.critical)
     from lakestack.bench.cloud import CloudTarget
 
-    return CloudTarget(stack, settings, show)
+    if settings.pipelines is not None:
+        raise UserError(
+            f"--pipelines applies to --stack local only; stack {stack.stack} runs the pipelines in its "
+            f"lakestack:pipelines ({', '.join(stack.pipelines)}): change them in Pulumi.{stack.stack}.yaml"
+        )
+    return CloudTarget(stack, settings, show, critical=guard.critical)
 
 
 def bench(
@@ -66,12 +72,13 @@ def bench(
     )
     check_budget(estimate, max_cost_usd=settings.max_cost_usd, stack=settings.stack)
     progress = show or Progress()
-    target = make_target(stack, settings, progress)
-    progress.step(
-        f"bench on stack {settings.stack}: {settings.load_summary()}; estimated cost up to {estimate.usd:.2f} USD "
-        f"(limit {settings.max_cost_usd:.2f})"
-    )
-    outcome = run_bench(target, keep=settings.keep)
+    with SignalGuard() as guard:
+        target = make_target(stack, settings, progress, guard)
+        progress.step(
+            f"bench on stack {settings.stack}: {settings.load_summary()}; estimated cost up to "
+            f"{estimate.usd:.2f} USD (limit {settings.max_cost_usd:.2f})"
+        )
+        outcome = run_bench(target, keep=settings.keep, guard=guard)
     progress.done()
     if outcome.error is not None:
         target.run_dir.mkdir(parents=True, exist_ok=True)

@@ -29,6 +29,8 @@ class BenchSettings:
         drain_timeout_s: the longest to wait for the pipelines to catch up after the load.
         port: the emulator's port (local only; a free one when None).
         max_records_per_shard: ingest cap per shard per micro-batch (local only).
+        pipelines: the demo's pipelines to run (local only; every one when None; a cloud stack runs its
+            ``lakestack:pipelines``).
     """
 
     stack: str
@@ -42,6 +44,7 @@ class BenchSettings:
     drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S
     port: int | None = None
     max_records_per_shard: int = 10_000
+    pipelines: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         problems = [

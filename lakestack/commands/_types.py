@@ -92,3 +92,11 @@ def non_negative_float(value: str) -> float:
     if number < 0 or number != number:
         raise argparse.ArgumentTypeError(f"expected a number of at least 0, found {value}")
     return number
+
+
+def pipeline_names(value: str) -> tuple[str, ...]:
+    """Pipeline names separated by commas (checked against the registry when the run starts)."""
+    names = tuple(name.strip() for name in value.split(",") if name.strip())
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected pipeline names separated by commas, found {value!r}")
+    return names

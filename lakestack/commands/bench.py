@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lakestack.commands._types import duration, non_negative_float, positive_float, positive_int
+from lakestack.commands._types import (
+    duration,
+    non_negative_float,
+    pipeline_names,
+    positive_float,
+    positive_int,
+)
+from lakestack.demo_pipelines import PIPELINES
 from loadtest.shapes import SHAPES
 
 
@@ -24,6 +31,7 @@ def _run(args: argparse.Namespace) -> int:
         drain_timeout_s=args.drain_timeout,
         port=args.port,
         max_records_per_shard=args.max_records_per_shard,
+        pipelines=args.pipelines,
     )
     report = bench(settings)
     if args.json:
@@ -90,6 +98,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--keep", action="store_true", help="leave the stack (local: the emulator) up afterwards"
     )
     parser.add_argument("--reports-dir", default="reports", help="where reports go (default: %(default)s)")
+    parser.add_argument(
+        "--pipelines",
+        type=pipeline_names,
+        default=None,
+        metavar="NAME[,NAME...]",
+        help=f"local: the demo's pipelines to run (ingest always runs; default: all, {', '.join(PIPELINES)}); a "
+        "cloud stack runs its lakestack:pipelines",
+    )
     parser.add_argument("--port", type=int, default=None, help="local: emulator port (default: a free one)")
     parser.add_argument(
         "--max-records-per-shard",

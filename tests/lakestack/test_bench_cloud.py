@@ -234,10 +234,22 @@ def test_nothing_created_nothing_to_destroy(tmp_path):
     assert automation.calls == ["require_cli bench --stack dev"]
 
 
+@pytest.mark.parametrize(
+    ("pipelines", "scenarios"),
+    [
+        (("ingest",), ["sales"]),
+        (("ingest", "fraud", "orders-cow", "orders-mor", "maintenance"), ["transactions", "orders"]),
+        (("ingest", "sales", "fraud"), ["sales", "transactions"]),
+    ],
+)
+def test_the_stack_pipelines_decide_the_scenarios_loaded(pipelines, scenarios):
+    assert cloud.scenarios_for(pipelines) == scenarios
+
+
 def test_locust_follows_the_shape_against_the_real_stream(tmp_path):
     target = _target(tmp_path, FakeAutomation(OUTPUTS))
     target.up()
-    argv = target._locust_argv()
+    argv = target._locust_argv("sales")
     assert "--endpoint-url" not in argv
     flags = {
         flag: value
@@ -351,7 +363,16 @@ def _local_bronze(path: Path) -> str:
         json.dumps({"event_id": e, "event_time": "2027-01-15T08:00:01.000000Z"}).encode() for e in "ab"
     ]
     table.append(
-        pa.table({"data": payloads, "batch_id": pa.array([0, 0], pa.int64())}), app_id="q", batch_id=0
+        pa.table(
+            {
+                "data": payloads,
+                "shard_id": ["shardId-0", "shardId-0"],
+                "sequence_number": ["0", "1"],
+                "batch_id": pa.array([0, 0], pa.int64()),
+            }
+        ),
+        app_id="q",
+        batch_id=0,
     )
     return str(path)
 
@@ -368,7 +389,7 @@ def test_measure_reconciles_the_lake_with_the_ledger_and_adds_cloudwatch(tmp_pat
     clock.now = 1200.0  # 20 minutes standing up
     target._load_started = clock.now
     target._load_window = (datetime(2027, 1, 15, 8, 0, tzinfo=UTC), datetime(2027, 1, 15, 8, 1, tzinfo=UTC))
-    writer = LedgerWriter(target.ledger_dir)
+    writer = LedgerWriter(target.ledger_dir / "sales")
     writer.write(
         [LedgerEntry(e, "2027-01-15T08:00:01.000000Z", "shardId-0", str(i)) for i, e in enumerate("abc")]
     )
@@ -377,12 +398,15 @@ def test_measure_reconciles_the_lake_with_the_ledger_and_adds_cloudwatch(tmp_pat
     with Stubber(cloudwatch) as stub:
         stub.add_response("get_metric_data", _metric_reply(stamps), None)
         report = target.measure()
+    # Reconciled by stream position, as the demo's ingest check does.
     assert (report.events_sent, report.events_landed, report.missing, report.missing_sample) == (
         3,
         2,
         1,
-        ("c",),
+        ("shardId-0@2",),
     )
+    assert "missing c: acknowledged in shardId-0 at sequence 2" in report.notes
+    assert report.pipelines["ingest"]["ok"] is False
     assert target.facts["cloudwatch"]["incoming_records"] == 1800.0
     assert report.timeline is not None
     assert [s.unit for s in report.timeline.stream_metrics] == ["records/s", "ms", "records", "calls"]

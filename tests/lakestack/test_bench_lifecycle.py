@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lakestack.bench.lifecycle import Outcome, SignalGuard, Teardown, run_bench
+from lakestack.bench.lifecycle import Interrupted, Outcome, SignalGuard, Teardown, run_bench
 from lakestack.errors import RunFailedError
 from lakestack.reconcile import reconcile
 from lakestack.report import RunReport
@@ -119,6 +119,25 @@ def test_sigterm_stops_the_run_and_a_second_signal_does_not_cut_teardown_short()
         "SIGINT received while tearing down fake: finishing it first (it removes what the run created)"
     ]
     assert outcome.teardown.complete
+
+
+def test_a_signal_in_a_critical_section_waits_for_its_end():
+    said: list[str] = []
+    steps: list[str] = []
+    with SignalGuard(say=said.append) as guard:
+        with pytest.raises(Interrupted) as caught:
+            with guard.critical("starting Spark"):
+                signal.raise_signal(signal.SIGTERM)
+                steps.append("Spark started")
+                signal.raise_signal(signal.SIGINT)
+                steps.append("still starting")
+        steps.append("after")
+    assert steps == ["Spark started", "still starting", "after"]
+    assert caught.value.signum == signal.SIGTERM
+    assert said == [
+        "SIGTERM received while starting Spark: stopping as soon as that is done (stopped half-way, it would "
+        "leave a process or resources nobody can remove)"
+    ]
 
 
 def test_handlers_are_restored_after_the_run():

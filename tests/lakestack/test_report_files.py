@@ -49,7 +49,7 @@ def _png_size(data: bytes) -> tuple[int, int]:
 def test_markdown_subset_becomes_html():
     page = markdown_to_html(
         "# Title <x>\n\n**PASS: ok**\n\n| measure | value |\n|---|---|\n| p50 | `1.0 s` |\n\n- one\n- two\n\n"
-        "plain text\ncontinued\n",
+        "plain text\ncontinued\n\n```\n  ok  yes <b>\n```\n",
         title="T & t",
     )
     assert "<title>T &amp; t</title>" in page
@@ -61,6 +61,7 @@ def test_markdown_subset_becomes_html():
         "<tbody><tr><td>p50</td><td><code>1.0 s</code></td></tr></tbody></table>",
         "<ul><li>one</li><li>two</li></ul>",
         "<p>plain text continued</p>",
+        "<pre><code>  ok  yes &lt;b&gt;</code></pre>",
     ]
 
 
