@@ -6,8 +6,7 @@ plotting works on a headless machine and inside any process.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,10 +41,6 @@ def plots_available() -> bool:
     return True
 
 
-def _nan(values: Sequence[float | None]) -> list[float]:
-    return [math.nan if value is None else value for value in values]
-
-
 def _figure() -> tuple[Figure, Axes]:
     from matplotlib.figure import Figure
 
@@ -68,7 +63,16 @@ def _latency(timeline: Timeline, axes: Axes) -> str:
         ("p95", timeline.latency_p95_s),
         ("p99", timeline.latency_p99_s),
     ):
-        axes.plot(middle, _nan(values), "o-", markersize=3, color=_COLORS[name], label=name)
+        # Intervals in which nothing landed have no latency: the line joins the ones that have.
+        points = [(x, y) for x, y in zip(middle, values, strict=True) if y is not None]
+        axes.plot(
+            [x for x, _ in points],
+            [y for _, y in points],
+            "o-",
+            markersize=3,
+            color=_COLORS[name],
+            label=name,
+        )
     axes.set_ylabel("latency: event_time to Delta commit (s)")
     axes.set_ylim(bottom=0)
     if not any(v is not None for v in timeline.latency_p50_s):
@@ -141,7 +145,17 @@ def _batches(timeline: Timeline, axes: Axes) -> str:
 def _cost(timeline: Timeline, axes: Axes) -> str:
     ends = [0.0, *(t + timeline.interval_s for t in timeline.t_s)]
     costs = [timeline.cost_at_start_usd, *timeline.cost_usd]
-    axes.plot(ends, costs, "-", color="#8c564b", label="estimated cost so far")
+    # Drawn over the axes' edge: a run that costs nothing still shows its line at 0.
+    axes.plot(
+        ends,
+        costs,
+        "-",
+        color="#8c564b",
+        linewidth=2.5,
+        clip_on=False,
+        zorder=3,
+        label="estimated cost so far",
+    )
     top = max(costs)
     axes.set_ylim(0, top * 1.15 if top > 0 else 1.0)
     axes.set_ylabel("USD")
