@@ -22,10 +22,9 @@ from lakestack.timeline import BatchTiming, CostModel, Series, Timeline, build_t
 
 @dataclass(frozen=True)
 class BronzeReading:
-    """The bronze table as read back: per row its event id (None when the payload has none), the event time
-    and the commit time (epoch seconds; None when unknown); the table's files and version."""
+    """The bronze table as read back: per row its event time (None when the payload has none) and commit time
+    (epoch seconds; None when unknown), rows and commit time per batch, payload bytes, files and version."""
 
-    event_ids: list[str]
     rows: list[tuple[float | None, float | None]]
     rows_per_batch: Mapping[int, int]
     commit_times: Mapping[int, float]
@@ -33,33 +32,18 @@ class BronzeReading:
     files: int
     version: int
 
-    @property
-    def latencies_s(self) -> list[float]:
-        return [commit - sent for sent, commit in self.rows if sent is not None and commit is not None]
 
-    @property
-    def first_event_s(self) -> float | None:
-        times = [sent for sent, _ in self.rows if sent is not None]
-        return min(times) if times else None
-
-    @property
-    def last_commit_s(self) -> float | None:
-        times = [commit for _, commit in self.rows if commit is not None]
-        return max(times) if times else None
-
-
-def _event_fields(payload: bytes) -> tuple[str | None, float | None]:
-    """The event id and event time of a payload; (None, None) for what is not one of our events."""
+def _event_time(payload: bytes) -> float | None:
+    """The event time of a payload (epoch seconds); None for what is not one of our events."""
     try:
-        event = json.loads(payload)
-        return str(event["event_id"]), datetime.fromisoformat(event["event_time"]).timestamp()
+        return datetime.fromisoformat(json.loads(payload)["event_time"]).timestamp()
     except (ValueError, KeyError, TypeError):
         # Malformed records are part of some scenarios; they count as landed rows without a latency.
-        return None, None
+        return None
 
 
 def read_bronze(table_uri: str, storage_options: Mapping[str, str]) -> BronzeReading:
-    """Read the bronze table's payloads and batch ids, and its commit history (batch id -> commit time)."""
+    """Read the bronze table's payloads (for their event times) and batch ids, and its commit history."""
     from deltalake import DeltaTable
 
     from jobs.lake import DeltaRsEngine
@@ -72,17 +56,12 @@ def read_bronze(table_uri: str, storage_options: Mapping[str, str]) -> BronzeRea
         if record.batch_id is not None
     }
     data = table.to_pyarrow_table(columns=["data", "batch_id"]).to_pydict()
-    ids: list[str] = []
     rows: list[tuple[float | None, float | None]] = []
     size = 0
     for payload, batch_id in zip(data["data"], data["batch_id"], strict=True):
-        event_id, sent = _event_fields(payload)
-        if event_id is not None:
-            ids.append(event_id)
-        rows.append((sent, commit_times.get(batch_id)))
+        rows.append((_event_time(payload), commit_times.get(batch_id)))
         size += len(payload)
     return BronzeReading(
-        event_ids=ids,
         rows=rows,
         rows_per_batch=dict(Counter(int(b) for b in data["batch_id"])),
         commit_times=commit_times,

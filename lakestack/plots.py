@@ -99,9 +99,11 @@ def _sent_landed(timeline: Timeline, axes: Axes) -> str:
 
 
 def _backlog(timeline: Timeline, axes: Axes) -> str:
-    ends = [t + timeline.interval_s for t in timeline.t_s]
-    axes.fill_between(ends, timeline.backlog, step=None, alpha=0.25, color="#9467bd")
-    axes.plot(ends, timeline.backlog, "o-", markersize=3, color="#9467bd", label="sent, not yet landed")
+    # Nothing is pending before the first event.
+    ends = [0.0, *(t + timeline.interval_s for t in timeline.t_s)]
+    backlog = [0, *timeline.backlog]
+    axes.fill_between(ends, backlog, alpha=0.25, color="#9467bd")
+    axes.plot(ends, backlog, "o-", markersize=3, color="#9467bd", label="sent, not yet landed")
     axes.set_ylabel("events")
     axes.set_ylim(bottom=0)
     axes.legend(loc="upper left")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Literal, Protocol
 
 from lakestack.stacks import StackStatus
@@ -66,8 +66,8 @@ def classify(statuses: Sequence[StackStatus], *, now: datetime) -> list[SweepIte
     return items
 
 
-def _ago(delta: object) -> str:
-    seconds = int(getattr(delta, "total_seconds", lambda: 0)())
+def _ago(delta: timedelta) -> str:
+    seconds = int(delta.total_seconds())
     hours, rest = divmod(seconds, 3600)
     return f"{hours} h {rest // 60} min" if hours else f"{rest // 60} min"
 

@@ -102,11 +102,35 @@ class BenchReport:
         ]
         if self.estimate.notes:
             lines += ["", "Cost estimate:", "", *[f"- {note}" for note in self.estimate.notes]]
+        lines += self._stream_section()
         if self.run is not None:
             # The run report follows as a section of this one.
             run_text = self.run.to_markdown().splitlines()
             lines += ["", "## Run", *run_text[1:]]
         return "\n".join(lines) + "\n"
+
+    def _stream_section(self) -> list[str]:
+        """The stream's own counts (CloudWatch, AWS only) beside what the ledger acknowledged."""
+        stream = self.facts.get("cloudwatch")
+        if not isinstance(stream, Mapping):
+            return []
+
+        def count(key: str) -> str:
+            value = stream.get(key)
+            return "n/a" if value is None else f"{value:,.0f}"
+
+        acknowledged = "n/a" if self.run is None else f"{self.run.events_sent:,}"
+        return [
+            "",
+            "## The stream (CloudWatch)",
+            "",
+            "| measure | value |",
+            "|---|---|",
+            f"| records put (IncomingRecords) | {count('incoming_records')} (the ledger acknowledged {acknowledged}) |",
+            f"| highest reader lag (GetRecords.IteratorAgeMilliseconds) | {count('max_iterator_age_ms')} ms |",
+            f"| writes throttled (WriteProvisionedThroughputExceeded) | {count('write_throttled_records')} |",
+            f"| reads throttled (ReadProvisionedThroughputExceeded) | {count('read_throttled_calls')} |",
+        ]
 
     def to_text(self) -> str:
         width = max(len(label) for label, _ in self._rows())
