@@ -55,7 +55,9 @@ def read_bronze(table_uri: str, storage_options: Mapping[str, str]) -> BronzeRea
         for record in DeltaRsEngine().table(table_uri, storage_options=options).commits()
         if record.batch_id is not None
     }
-    data = table.to_pyarrow_table(columns=["data", "batch_id"]).to_pydict()
+    # Through the dataset, as the demo's ingest check reads: to_pyarrow_table() on an abfss:// table can abort
+    # the interpreter at exit (delta-rs 1.6 with pyarrow's I/O threads).
+    data = table.to_pyarrow_dataset().to_table(columns=["data", "batch_id"]).to_pydict()
     rows: list[tuple[float | None, float | None]] = []
     size = 0
     for payload, batch_id in zip(data["data"], data["batch_id"], strict=True):

@@ -161,7 +161,7 @@ def lake_rows(table_uri: str, storage_options: Mapping[str, str]) -> int:
     return int(table.to_pyarrow_dataset().count_rows())
 
 
-class CloudTarget:
+class CloudBench:
     """A Pulumi stack on AWS, from ``pulumi up`` to ``pulumi destroy``."""
 
     def __init__(
@@ -482,7 +482,7 @@ class CloudTarget:
 
 __all__ = [
     "Automation",
-    "CloudTarget",
+    "CloudBench",
     "PulumiAutomation",
     "boto3_clients",
     "lake_rows",

@@ -1,6 +1,6 @@
 """The bench loop: up, wait until the pipelines run, load, drain, measure, and always tear down.
 
-A :class:`Target` is where the loop runs (the embedded emulator and local Spark, or a Pulumi stack in the
+A :class:`BenchTarget` is where the loop runs (the embedded emulator and local Spark, or a Pulumi stack in the
 cloud); :func:`run_bench` drives any target through the same phases and owns the rule that matters most to a
 user paying for the stack: teardown runs after a failure, Ctrl-C (SIGINT) and SIGTERM too, and is never cut
 short by a second signal; the report says whether it completed and what is left if not.
@@ -61,7 +61,7 @@ class Teardown:
         return f"{head}: left {what}; remove with: {self.remove_with}"
 
 
-class Target(Protocol):
+class BenchTarget(Protocol):
     """Where a bench runs. Each phase raises on failure; :meth:`destroy` and :meth:`kept` never raise."""
 
     stack: str
@@ -189,7 +189,7 @@ class Outcome:
         return 0 if ok and self.teardown.complete else 1
 
 
-def _phase_runner(target: Target, outcome: Outcome, guard: SignalGuard) -> Callable[[Phase], None]:
+def _phase_runner(target: BenchTarget, outcome: Outcome, guard: SignalGuard) -> Callable[[Phase], None]:
     acknowledged = 0
 
     def run(phase: Phase) -> None:
@@ -212,7 +212,7 @@ def _phase_runner(target: Target, outcome: Outcome, guard: SignalGuard) -> Calla
 
 
 def run_bench(
-    target: Target,
+    target: BenchTarget,
     *,
     keep: bool = False,
     guard: SignalGuard | None = None,
@@ -263,7 +263,7 @@ def _current(outcome: Outcome) -> str:
     return PHASES[done] if done < len(PHASES) else "the report"
 
 
-def _teardown(target: Target, *, keep: bool) -> Teardown:
+def _teardown(target: BenchTarget, *, keep: bool) -> Teardown:
     try:
         return target.kept() if keep else target.destroy()
     except Exception as error:  # destroy must report, never raise: the run's outcome is still wanted

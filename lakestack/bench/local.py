@@ -22,7 +22,7 @@ from lakestack.report import RunReport
 _JVM_EXIT_S = 20.0
 
 
-class LocalTarget:
+class LocalBench:
     """``--stack local``: the embedded emulator (moto server) and local Spark, as the demo runs them."""
 
     def __init__(
@@ -52,7 +52,7 @@ class LocalTarget:
         self.run_dir: Path = self._run.run_dir
         self.facts: dict[str, Any] = {}
         self._entered = False
-        self._emulator: subprocess.Popen[bytes] | None = None
+        self._emulators: list[tuple[str, subprocess.Popen[bytes]]] = []
         self._jvm: subprocess.Popen[bytes] | None = None
 
     def up(self) -> None:
@@ -65,9 +65,8 @@ class LocalTarget:
             try:
                 self._run.start_emulator()
             finally:
-                self._emulator = self._run.emulator.process if self._run.has_emulator else None
-        state = self._run.emulator.state
-        self.facts.update(endpoint=state.endpoint_url, stream=state.stream_name)
+                self._emulators = _emulator_processes(self._run.target) if self._run.has_target else []
+        self.facts["emulators"] = self._run.target.summary()
         # Only a JVM this run launches is this run's to stop (a caller's Spark is not).
         launches_jvm = SparkContext._gateway is None
         with self._critical("starting Spark"):
@@ -98,33 +97,35 @@ class LocalTarget:
         return dataclasses.replace(self._run.report(), timeline=self._run.timeline())
 
     def destroy(self) -> Teardown:
-        """Stop the query, Spark, the JVM and the emulator; report any of them still running."""
-        errors = self._close()
-        left = [
-            f"{name} (pid {process.pid})"
-            for name, process in (("emulator", self._emulator), ("Spark JVM", self._jvm))
-            if process is not None and process.poll() is None
-        ]
-        if errors and not left:
-            left = [f"nothing running, but stopping reported: {'; '.join(errors)}"]
-        pids = " ".join(str(p.pid) for p in (self._emulator, self._jvm) if p is not None and p.poll() is None)
+        """Stop the queries, Spark, the JVM and the emulator; report any of them still running."""
+        for error in self._close():
+            # Complete or not is decided by what still runs; what went wrong stopping it is still said.
+            self._run.show.step(f"while stopping: {error}")
+        left = [(name, process) for name, process in self._processes() if process.poll() is None]
         return Teardown(
-            complete=not left, left=tuple(left), remove_with=f"kill {pids}" if pids else "nothing"
+            complete=not left,
+            left=tuple(f"{name} (pid {process.pid})" for name, process in left),
+            remove_with="kill " + " ".join(str(process.pid) for _, process in left) if left else "nothing",
         )
 
     def kept(self) -> Teardown:
         """``--keep``: Spark stops (it lives in this process), the emulator stays up for inspection."""
         self._close()
-        emulator = self._emulator
-        if emulator is None or emulator.poll() is not None:
+        running = [(name, process) for name, process in self._emulators if process.poll() is None]
+        if not running:
             return Teardown(complete=True)
-        endpoint = self.facts.get("endpoint", "?")
         return Teardown(
             complete=False,
             kept=True,
-            left=(f"the emulator at {endpoint} (pid {emulator.pid}) with the run's stream and table",),
-            remove_with=f"kill {emulator.pid}",
+            left=(
+                f"{self.facts.get('emulators', 'the emulator')} (pids {' '.join(str(p.pid) for _, p in running)})",
+            ),
+            remove_with="kill " + " ".join(str(p.pid) for _, p in running),
         )
+
+    def _processes(self) -> list[tuple[str, subprocess.Popen[bytes]]]:
+        jvm = [("Spark JVM", self._jvm)] if self._jvm is not None else []
+        return [*self._emulators, *jvm]
 
     def _close(self) -> list[str]:
         errors: list[str] = []
@@ -161,3 +162,13 @@ def _end_jvm(jvm: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         jvm.kill()
         jvm.wait(timeout=_JVM_EXIT_S)
+
+
+def _emulator_processes(target: object) -> list[tuple[str, subprocess.Popen[bytes]]]:
+    """The processes a demo target runs: the moto server (aws), or Azurite and the Kafka broker (azure)."""
+    found = []
+    for name, attribute in (("emulator", "emulator"), ("Azurite", "azurite"), ("Kafka broker", "broker")):
+        process = getattr(getattr(target, attribute, None), "process", None)
+        if isinstance(process, subprocess.Popen):
+            found.append((name, process))
+    return found

@@ -10,7 +10,7 @@ from statistics import mean
 
 from infra.config import StackSettings, load_stack_settings
 from lakestack.bench.cost import check_budget, estimate_run_cost
-from lakestack.bench.lifecycle import SignalGuard, Target, run_bench
+from lakestack.bench.lifecycle import BenchTarget, SignalGuard, run_bench
 from lakestack.bench.report import BenchReport
 from lakestack.bench.settings import BenchSettings
 from lakestack.demo import Progress
@@ -29,7 +29,9 @@ def sample_event_bytes(scenario: str = "sales") -> float:
     return mean(len(generator.next_event().data) for _ in range(_SAMPLE_EVENTS))
 
 
-def make_target(stack: StackSettings, settings: BenchSettings, show: Progress, guard: SignalGuard) -> Target:
+def make_bench(
+    stack: StackSettings, settings: BenchSettings, show: Progress, guard: SignalGuard
+) -> BenchTarget:
     """The embedded emulator for an emulator stack (``local``); the stack in the cloud otherwise.
 
     Raises:
@@ -37,19 +39,19 @@ def make_target(stack: StackSettings, settings: BenchSettings, show: Progress, g
         UserError: ``--pipelines`` for a cloud stack (its stack file says which run).
     """
     if stack.is_local:
-        from lakestack.bench.local import LocalTarget
+        from lakestack.bench.local import LocalBench
 
         # Spark runs on this machine only for the emulator stack; a cloud stack runs it on the cluster.
         check_java(os.environ)
-        return LocalTarget(settings, show, critical=guard.critical)
-    from lakestack.bench.cloud import CloudTarget
+        return LocalBench(settings, show, critical=guard.critical)
+    from lakestack.bench.cloud import CloudBench
 
     if settings.pipelines is not None:
         raise UserError(
             f"--pipelines applies to --stack local only; stack {stack.stack} runs the pipelines in its "
             f"lakestack:pipelines ({', '.join(stack.pipelines)}): change them in Pulumi.{stack.stack}.yaml"
         )
-    return CloudTarget(stack, settings, show, critical=guard.critical)
+    return CloudBench(stack, settings, show, critical=guard.critical)
 
 
 def bench(
@@ -73,7 +75,7 @@ def bench(
     check_budget(estimate, max_cost_usd=settings.max_cost_usd, stack=settings.stack)
     progress = show or Progress()
     with SignalGuard() as guard:
-        target = make_target(stack, settings, progress, guard)
+        target = make_bench(stack, settings, progress, guard)
         progress.step(
             f"bench on stack {settings.stack}: {settings.load_summary()}; estimated cost up to "
             f"{estimate.usd:.2f} USD (limit {settings.max_cost_usd:.2f})"

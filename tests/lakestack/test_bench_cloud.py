@@ -22,7 +22,7 @@ from botocore.stub import ANY, Stubber
 from infra.config import load_stack_settings
 from jobs.lake import DeltaRsEngine
 from lakestack.bench import cloud
-from lakestack.bench.cloud import CloudTarget, steps_running
+from lakestack.bench.cloud import CloudBench, steps_running
 from lakestack.bench.cloudwatch import STREAM_METRICS, fetch_stream_metrics
 from lakestack.bench.settings import BenchSettings
 from lakestack.demo import Progress
@@ -93,9 +93,9 @@ OUTPUTS = {
 
 def _target(
     tmp_path: Path, automation: FakeAutomation, clients=None, clock: Clock | None = None
-) -> CloudTarget:
+) -> CloudBench:
     clock = clock or Clock()
-    return CloudTarget(
+    return CloudBench(
         load_stack_settings("dev"),
         BenchSettings(stack="dev", duration_s=60, reports_dir=tmp_path, drain_timeout_s=120),
         Progress(stream=io.StringIO()),
