@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from lakestack.commands import demo, ingest, load, local, stacks
+from lakestack.commands import bench, demo, ingest, load, local, stacks, sweep
 from lakestack.errors import LakestackError
 
 
@@ -31,7 +31,7 @@ def build_parser() -> _Parser:
         ),
     )
     subparsers = parser.add_subparsers(dest="command", metavar="<command>", required=True)
-    for command in (demo, local, ingest, load, stacks):
+    for command in (demo, bench, local, ingest, load, stacks, sweep):
         command.register(subparsers)
     parser.commands = dict(subparsers.choices)
     return parser

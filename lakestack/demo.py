@@ -11,12 +11,13 @@ scenario's ground truth -> report (terminal, reports/<timestamp>/report.{json,md
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,14 +29,23 @@ from lakestack.emulator import FaultSpec
 from lakestack.errors import RunFailedError
 from lakestack.report import RunReport
 from lakestack.targets import Cloud, LoadPlan, LocalTarget, start_target
+from lakestack.timeline import CostModel, Timeline
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
 
+# What the emulator costs: nothing; the cost plot says so rather than staying blank.
+EMULATOR_COST = CostModel(note="embedded emulator: no cloud charges")
 _TRIGGER = "processing-time=1s"
 _DRAIN_TIMEOUT_S = 120.0
+# How long Locust may take beyond its planned run to stop (users finish the batch in flight), and then to
+# exit once told to.
+_LOCUST_GRACE_S = 60.0
+_LOCUST_EXIT_S = 30.0
+# A streaming query asked to stop waits for its micro-batch at most this long (Spark's default: forever).
+_QUERY_STOP_TIMEOUT = "60s"
 
 
 @dataclass(frozen=True)
@@ -54,6 +64,20 @@ class DemoSettings:
     faults: FaultSpec | None = None
     faults_seed: int | None = None
     cloud: Cloud = "aws"
+    # A time-bound load (`lakestack bench`): each scenario's Locust follows ``shape`` for ``duration_s``
+    # seconds, peaking at ``users`` and at most ``rate`` events/s, instead of sending ``events`` events.
+    duration_s: float | None = None
+    shape: str | None = None
+
+    def load_summary(self, scenarios: Sequence[str]) -> str:
+        """What the load step sends, in words."""
+        names = ", ".join(scenarios)
+        if self.duration_s is not None:
+            return (
+                f"events of each of {names} for {self.duration_s:g}s ({self.shape or 'constant'} shape, up to "
+                f"{self.users} users and {self.rate:,.0f}/s each)"
+            )
+        return f"{self.events:,} events of each of {names} at {self.rate:,.0f}/s with Locust ({self.users} users each)"
 
 
 class Progress:
@@ -88,7 +112,7 @@ class Progress:
             self.stream.flush()
 
 
-class _LedgerCount:
+class LedgerCount:
     """Lines in the ledger files so far, reading only what was appended since the last call."""
 
     def __init__(self, directory: Path) -> None:
@@ -193,18 +217,26 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        for query in reversed(list(self.queries.values())):
-            if query.isActive:
-                query.stop()
-        if self._spark is not None:
-            self._spark.stop()
-        self._stack.close()
+        # Every step runs even when one before it fails (the emulators must go whatever Spark did); callbacks
+        # run last-in first-out: the queries (downstream first), then Spark, then the emulators and the
+        # environment.
+        with contextlib.ExitStack() as cleanup:
+            cleanup.callback(self._stack.close)
+            if self._spark is not None:
+                cleanup.callback(self._spark.stop)
+            for query in self.queries.values():
+                cleanup.callback(_stop_query, query)
 
     @property
     def target(self) -> LocalTarget:
         if self._target is None:
             raise RunFailedError("the demo's steps ran out of order: the emulator is not started.")
         return self._target
+
+    @property
+    def has_target(self) -> bool:
+        """True once :meth:`start_emulator` has started the emulators."""
+        return self._target is not None
 
     @property
     def context(self) -> RunContext:
@@ -236,14 +268,23 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
         if kept:
             self.show.step(kept)
 
-    def start_pipelines(self) -> None:
-        """Start Spark, then each pipeline's query in order (ingest first: it creates the bronze table)."""
+    def start_spark(self) -> None:
+        """Start Spark in local mode (the JVM and the session) for the pipelines' queries."""
         from jobs.session import build_session
 
-        target = self.target
         names = ", ".join(p.name for p in self.pipelines)
         self.show.step(f"starting Spark (local mode) and the pipelines: {names}")
-        self._spark = build_session("lakestack-demo")
+        spark = build_session("lakestack-demo")
+        self._spark = spark
+        spark.conf.set("spark.sql.streaming.stopTimeout", _QUERY_STOP_TIMEOUT)
+
+    def start_pipelines(self) -> None:
+        """Start Spark (unless :meth:`start_spark` did), then each pipeline's query in order (ingest first: it
+        creates the bronze table)."""
+        if self._spark is None:
+            self.start_spark()
+        assert self._spark is not None
+        target = self.target
         self._context = RunContext(
             spark=self._spark,
             run_dir=self.run_dir,
@@ -264,34 +305,44 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
 
     def _locust_argv(self, scenario: str) -> list[str]:
         settings = self.settings
-        run_time_cap = max(60, int(4 * settings.events / settings.rate) + 30)
+        timed = settings.duration_s is not None
         plan = LoadPlan(
             ledger_dir=str(self.ledger_dir),
             users=settings.users,
-            run_time=f"{run_time_cap}s",
-            max_events=settings.events,
+            run_time=None if timed else f"{self._load_seconds():.0f}s",
+            max_events=None if timed else settings.events,
             target_rate=settings.rate,
             csv_prefix=str(self.run_dir / f"locust-{scenario}"),
             html=str(self.run_dir / f"locust-{scenario}.html"),
             scenario=scenario,
+            shape=(settings.shape or "constant") if timed else None,
+            shape_duration_s=settings.duration_s,
         )
         return self.target.locust_run(plan).argv()
 
-    def _status(self, sent: int) -> str:
+    def _load_seconds(self) -> float:
+        """How long the load step runs at most: the duration asked for, or time for the event budget."""
+        settings = self.settings
+        if settings.duration_s is not None:
+            return settings.duration_s
+        return max(60.0, 4 * settings.events / settings.rate + 30)
+
+    def _status(self, sent: int, elapsed_s: float) -> str:
         read = " | ".join(f"{name} read {counter.update():,}" for name, counter in self._read.items())
-        return f"sent {sent:,}/{self.settings.events * len(self.scenarios):,} acknowledged | {read}"
+        planned = (
+            f"/{self.settings.events * len(self.scenarios):,}" if self.settings.duration_s is None else ""
+        )
+        return f"sent {sent:,}{planned} acknowledged | {read} | {elapsed_s:.0f}s"
 
     def send_load(self) -> int:
         """Run one Locust per scenario, at once, to its event budget while the jobs run; return the
         events acknowledged."""
         settings = self.settings
         # One ledger folder for every Locust: each process writes its own files (ledger-, truth-<scenario>-).
-        acked = _LedgerCount(self.ledger_dir)
-        self.show.step(
-            f"sending {settings.events:,} events of each of {', '.join(self.scenarios)} at {settings.rate:,.0f}/s "
-            f"with Locust ({settings.users} users each)"
-        )
+        acked = LedgerCount(self.ledger_dir)
+        self.show.step(f"sending {settings.load_summary(self.scenarios)}")
         send_started = time.monotonic()
+        deadline = send_started + self._load_seconds() + _LOCUST_GRACE_S
         with contextlib.ExitStack() as logs:
             processes: dict[str, subprocess.Popen[bytes]] = {}
             for scenario in self.scenarios:
@@ -304,16 +355,18 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
                     env={**os.environ, **self.environment()},
                 )
             try:
-                while any(p.poll() is None for p in processes.values()):
-                    self.show.line(self._status(acked.update()))
+                while any(p.poll() is None for p in processes.values()) and time.monotonic() < deadline:
+                    self.show.line(self._status(acked.update(), time.monotonic() - send_started))
                     if any(q.exception() is not None for q in self.queries.values()):
                         break
                     time.sleep(0.5)
+                if any(p.poll() is None for p in processes.values()) and time.monotonic() >= deadline:
+                    self.notes.append(
+                        f"Locust was still running {_LOCUST_GRACE_S:.0f}s past its plan: stopped"
+                    )
             finally:
                 for process in processes.values():
-                    if process.poll() is None:
-                        process.terminate()
-                    process.wait(timeout=30)
+                    stop_process(process)
         for scenario, process in processes.items():
             if process.returncode != 0:
                 self.notes.append(
@@ -327,8 +380,9 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
         )
         return total
 
-    def drain(self, acked_total: int) -> None:
-        """Wait until each pipeline has read everything its upstream wrote, in order, then stop them.
+    def drain(self, acked_total: int, *, timeout_s: float = _DRAIN_TIMEOUT_S) -> None:
+        """Wait until each pipeline has read everything its upstream wrote (at most ``timeout_s`` each), in
+        order, then stop them.
 
         A query has drained when a trigger that started after its upstream drained found nothing new.
 
@@ -347,8 +401,8 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
             def tick(n: str = name, c: _Ingested = counter) -> None:
                 self.show.line(f"draining {n}: read {c.update():,} (acknowledged {acked_total:,})")
 
-            if not _wait_for(caught_up, timeout_s=_DRAIN_TIMEOUT_S, tick=tick):
-                self.notes.append(f"{name} did not drain within {_DRAIN_TIMEOUT_S:.0f}s")
+            if not _wait_for(caught_up, timeout_s=timeout_s, tick=tick):
+                self.notes.append(f"{name} did not drain within {timeout_s:.0f}s")
             error = query.exception()
             if error is not None:
                 raise RunFailedError(
@@ -358,6 +412,19 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
             since = datetime.now(UTC)
         for query in reversed(list(self.queries.values())):
             query.stop()
+
+    def timeline(self, cost: CostModel | None = None) -> Timeline | None:
+        """The run over time, for the report's plots: measured from the ledgers, the bronze table and the
+        ingest query's checkpoint (the emulators must still be up)."""
+        from lakestack.measure import read_bronze, run_timeline
+
+        context = self.context
+        return run_timeline(
+            read_bronze(context.bronze, context.storage_options(context.bronze)),
+            ledger_dir=self.ledger_dir,
+            checkpoint=context.checkpoint(IngestPipeline.name),
+            cost=cost or EMULATOR_COST,
+        )
 
     def report(self) -> RunReport:
         """Reconcile ingest by position against the ledgers and check every pipeline against its truth."""
@@ -371,32 +438,67 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
         for pipeline in self.pipelines:
             self.show.line(f"checking {pipeline.name}", force=True)
             figures[pipeline.name] = pipeline.check(self.context, loads)
-        ingest = figures[IngestPipeline.name]
-        return RunReport(
-            events_sent=ingest["events_sent"],
-            events_landed=ingest["events_landed"],
-            missing=ingest["missing"],
-            duplicates=ingest["duplicates"],
-            unacknowledged=ingest["unacknowledged"],
-            latency_p50_s=ingest["latency_p50_s"],
-            latency_p95_s=ingest["latency_p95_s"],
-            latency_p99_s=ingest["latency_p99_s"],
-            throughput_eps=ingest["throughput_eps"],
-            send_rate_eps=ingest["send_rate_eps"],
-            table_uri=ingest["table_uri"],
-            files=ingest["files"],
-            table_version=ingest["table_version"],
+        return report_from_figures(
+            figures,
             micro_batches=self._read[IngestPipeline.name].batches,
             duration_s=round(time.monotonic() - self._clock, 1),
             started_at=self.started_at.isoformat(timespec="seconds"),
-            missing_sample=tuple(ingest["missing_sample"]),
-            duplicate_sample=tuple(ingest["duplicate_sample"]),
-            notes=tuple([*ingest["notes"], *self.notes]),
+            notes=self.notes,
             faults=faults,
-            pipelines={
-                name: {k: v for k, v in f.items() if k not in _TOP_LEVEL} for name, f in figures.items()
-            },
         )
+
+
+def report_from_figures(
+    figures: Mapping[str, Mapping[str, Any]],
+    *,
+    micro_batches: int,
+    duration_s: float,
+    started_at: str,
+    notes: Sequence[str] = (),
+    faults: dict[str, Any] | None = None,
+) -> RunReport:
+    """The run report from each pipeline's figures: ingest's are its top-level keys (the demo's and the
+    bench's alike)."""
+    ingest = figures[IngestPipeline.name]
+    return RunReport(
+        events_sent=ingest["events_sent"],
+        events_landed=ingest["events_landed"],
+        missing=ingest["missing"],
+        duplicates=ingest["duplicates"],
+        unacknowledged=ingest["unacknowledged"],
+        latency_p50_s=ingest["latency_p50_s"],
+        latency_p95_s=ingest["latency_p95_s"],
+        latency_p99_s=ingest["latency_p99_s"],
+        throughput_eps=ingest["throughput_eps"],
+        send_rate_eps=ingest["send_rate_eps"],
+        table_uri=ingest["table_uri"],
+        files=ingest["files"],
+        table_version=ingest["table_version"],
+        micro_batches=micro_batches,
+        duration_s=duration_s,
+        started_at=started_at,
+        missing_sample=tuple(ingest["missing_sample"]),
+        duplicate_sample=tuple(ingest["duplicate_sample"]),
+        notes=tuple([*ingest["notes"], *notes]),
+        faults=faults,
+        pipelines={name: {k: v for k, v in f.items() if k not in _TOP_LEVEL} for name, f in figures.items()},
+    )
+
+
+def _stop_query(query: StreamingQuery) -> None:
+    if query.isActive:
+        query.stop()
+
+
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    """Ask a child to stop (SIGTERM), and kill it if it has not exited within ``_LOCUST_EXIT_S``."""
+    if process.poll() is None:
+        process.terminate()
+    try:
+        process.wait(timeout=_LOCUST_EXIT_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=_LOCUST_EXIT_S)
 
 
 def _first_trigger(query: StreamingQuery) -> Callable[[], bool]:
@@ -431,9 +533,9 @@ def run_demo(settings: DemoSettings, *, progress: Progress | None = None) -> Run
         run.start_pipelines()
         acked_total = run.send_load()
         run.drain(acked_total)
-        report = run.report()
+        report = dataclasses.replace(run.report(), timeline=run.timeline())
     show.done()
     json_path, md_path = report.write(run.run_dir)
     print(report.to_text())
-    print(f"\nreport: {md_path} and {json_path}")
+    print(f"\nreport: {md_path}, {md_path.with_suffix('.html')} and {json_path}")
     return report

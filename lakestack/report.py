@@ -1,16 +1,24 @@
-"""The run report: reconciliation, latency percentiles and throughput, as JSON, Markdown and terminal text."""
+"""The run report: reconciliation, latency percentiles and throughput, as JSON, Markdown, HTML and terminal
+text, with PNG plots of the run over time (the demo's and the bench's alike)."""
 
 from __future__ import annotations
 
+import base64
+import html
 import json
 import math
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakestack.fault_report import fault_rows
 from lakestack.reconcile import Reconciliation
+
+if TYPE_CHECKING:
+    from lakestack.plots import Plot
+    from lakestack.timeline import Timeline
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -52,6 +60,8 @@ class RunReport:
     faults: dict[str, Any] | None = None
     # One entry per pipeline the run checked (``ok`` and its figures); ingest's are also the top-level keys.
     pipelines: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The run over time, for the plots and report.json; not part of the one-line JSON (`to_dict`).
+    timeline: Timeline | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def build(
@@ -91,6 +101,7 @@ class RunReport:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        data.pop("timeline", None)
         data["ok"] = self.ok
         return data
 
@@ -203,11 +214,11 @@ class RunReport:
         return "\n".join(lines) + "\n"
 
     def write(self, directory: Path) -> tuple[Path, Path]:
-        directory.mkdir(parents=True, exist_ok=True)
-        json_path, md_path = directory / "report.json", directory / "report.md"
-        json_path.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
-        md_path.write_text(self.to_markdown())
-        return json_path, md_path
+        """Write report.json, report.md, report.html and the plots (``plots/*.png``) into ``directory``."""
+        files = write_report_files(
+            directory, data=self.to_dict(), markdown=self.to_markdown(), timeline=self.timeline
+        )
+        return files.json, files.markdown
 
 
 def _shown(value: Any) -> str:
@@ -273,3 +284,151 @@ def _failed_checks(figures: dict[str, Any]) -> list[str]:
         if expected in figures and figures.get(key) != figures.get(expected):
             failed.append(f"{key} {figures.get(key)} != {figures.get(expected)}")
     return failed
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    """What :func:`write_report_files` wrote."""
+
+    json: Path
+    markdown: Path
+    html: Path
+    plots: tuple[Plot, ...]
+
+
+def write_report_files(
+    directory: Path,
+    *,
+    data: Mapping[str, Any],
+    markdown: str,
+    timeline: Timeline | None,
+    title: str = "lakestack run report",
+) -> ReportFiles:
+    """Render the plots of ``timeline``, then write the report as JSON, Markdown and a self-contained HTML.
+
+    The Markdown links the PNGs under ``plots/``; the HTML embeds them, so it can be mailed or attached alone.
+    report.json holds ``data`` plus ``plots`` (their paths) and ``timeline`` (the numbers behind them).
+    Without matplotlib (the ``report`` extra) the report says so instead of showing plots.
+    """
+    from lakestack.plots import plots_available, render_plots
+
+    directory.mkdir(parents=True, exist_ok=True)
+    plots: list[Plot] = []
+    text = markdown.rstrip("\n") + "\n"
+    if timeline is not None and plots_available():
+        plots = render_plots(timeline, directory / "plots")
+        text += plots_markdown(plots, directory)
+    elif timeline is not None:
+        text += "\n## Plots\n\nNot drawn: matplotlib is missing (`pip install 'lakestack[report]'`).\n"
+    json_path, md_path, html_path = (directory / f"report.{ext}" for ext in ("json", "md", "html"))
+    document = {
+        **data,
+        "plots": [str(plot.path.relative_to(directory)) for plot in plots],
+        "timeline": None if timeline is None else timeline.to_dict(),
+    }
+    json_path.write_text(json.dumps(document, indent=2) + "\n")
+    md_path.write_text(text)
+    html_path.write_text(markdown_to_html(text, base=directory, title=title))
+    return ReportFiles(json_path, md_path, html_path, tuple(plots))
+
+
+def plots_markdown(plots: Sequence[Plot], directory: Path) -> str:
+    """A ``## Plots`` section linking each PNG relative to ``directory``."""
+    if not plots:
+        return ""
+    lines = ["", "## Plots", ""]
+    for plot in plots:
+        lines += [f"![{plot.title}]({plot.path.relative_to(directory).as_posix()})", ""]
+    return "\n".join(lines)
+
+
+_IMAGE = re.compile(r"^!\[(?P<alt>[^\]]*)\]\((?P<src>[^)]+)\)$")
+_STYLE = (
+    "body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}"
+    "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.25rem .6rem;text-align:left}"
+    "figure{margin:1.5rem 0}img{max-width:100%}figcaption{color:#555;font-size:.9rem}"
+    "code{background:#f4f4f4;padding:0 .2rem}"
+)
+
+
+def _inline(text: str) -> str:
+    escaped = html.escape(text, quote=False)
+    escaped = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", escaped)
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped)
+
+
+def _cells(line: str) -> list[str]:
+    return [cell.strip() for cell in line.strip().strip("|").split("|")]
+
+
+def _image(alt: str, src: str, base: Path | None) -> str:
+    path = None if base is None else base / src
+    if path is not None and src.endswith(".png") and path.is_file():
+        # Embedded, so the HTML file stands alone.
+        src = "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+    return (
+        f'<figure><img src="{html.escape(src)}" alt="{html.escape(alt)}">'
+        f"<figcaption>{html.escape(alt)}</figcaption></figure>"
+    )
+
+
+def _take(lines: list[str], start: int, keep: Callable[[str], bool]) -> tuple[list[str], int]:
+    """The run of lines from ``start`` for which ``keep`` holds, and the index after it."""
+    end = start
+    while end < len(lines) and keep(lines[end]):
+        end += 1
+    return lines[start:end], end
+
+
+def _table_html(block: list[str]) -> str:
+    head, rows = _cells(block[0]), [_cells(row) for row in block[2:]]
+    return (
+        "<table><thead><tr>"
+        + "".join(f"<th>{_inline(c)}</th>" for c in head)
+        + "</tr></thead>\n<tbody>"
+        + "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in row) + "</tr>" for row in rows)
+        + "</tbody></table>"
+    )
+
+
+def _block(lines: list[str], i: int, base: Path | None) -> tuple[str, int]:
+    """The HTML of the block starting at line ``i`` (not blank), and the index after it."""
+    line = lines[i]
+    if line.startswith("```"):
+        code, end = _take(lines, i + 1, lambda text: not text.startswith("```"))
+        return f"<pre><code>{html.escape(chr(10).join(code))}</code></pre>", end + 1
+    if line.startswith("#"):
+        level = min(len(line) - len(line.lstrip("#")), 6)
+        return f"<h{level}>{_inline(line[level:].strip())}</h{level}>", i + 1
+    if line.startswith("|"):
+        block, end = _take(lines, i, lambda text: text.startswith("|"))
+        return _table_html(block), end
+    if line.startswith("- "):
+        items, end = _take(lines, i, lambda text: text.startswith("- "))
+        return "<ul>" + "".join(f"<li>{_inline(item[2:])}</li>" for item in items) + "</ul>", end
+    if match := _IMAGE.match(line.strip()):
+        return _image(match["alt"], match["src"], base), i + 1
+    paragraph, end = _take(
+        lines, i, lambda text: bool(text.strip()) and not text.startswith(("#", "|", "- ", "![", "```"))
+    )
+    return f"<p>{_inline(' '.join(p.strip() for p in paragraph))}</p>", end
+
+
+def markdown_to_html(markdown: str, *, title: str, base: Path | None = None) -> str:
+    """The report's Markdown as one HTML page: headings, paragraphs, bold, code (inline and fenced), lists,
+    tables and images (the subset the reports use; PNGs under ``base`` are embedded as data URIs)."""
+    body: list[str] = []
+    lines = markdown.splitlines()
+    i = 0
+    while i < len(lines):
+        if not lines[i].strip():
+            i += 1
+            continue
+        block, i = _block(lines, i, base)
+        body.append(block)
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head>\n<body>\n"
+        + "\n".join(body)
+        + "\n</body></html>\n"
+    )

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from infra.config import PROJECT_DIR, load_any_settings
 from lakestack.errors import PulumiCliMissingError, PulumiRunError
+
+# Resource types in a stack's state that are not cloud resources (the stack itself, provider instances).
+_NOT_CLOUD_RESOURCES = ("pulumi:pulumi:Stack", "pulumi:providers:")
 
 
 def require_cli(command: str) -> str:
@@ -77,6 +81,50 @@ def down(stack: str, *, project_dir: Path | None = None, on_output: Callable[[st
     require_cli("down")
     handle = _stack(stack, directory, create=False)
     _guard("destroy", lambda: handle.destroy(on_output=on_output, refresh=True))
+
+
+def resources(stack: str, *, project_dir: Path | None = None, command: str = "down") -> list[str]:
+    """URNs of the cloud resources the stack's state still holds (not the stack itself, not its providers):
+    empty after a complete ``pulumi destroy``."""
+    directory = project_dir or PROJECT_DIR
+    require_cli(command)
+    handle = _stack(stack, directory, create=False)
+    state = _guard("stack export", handle.export_stack).deployment or {}
+    return [
+        str(item["urn"])
+        for item in state.get("resources") or []
+        if not str(item.get("type", "")).startswith(_NOT_CLOUD_RESOURCES)
+    ]
+
+
+@dataclass(frozen=True)
+class StackStatus:
+    """A stack of this project in the Pulumi backend: how many resources it has and its outputs."""
+
+    name: str
+    resource_count: int
+    outputs: dict[str, Any]
+    update_in_progress: bool = False
+
+
+def list_stacks(*, project_dir: Path | None = None, command: str = "sweep") -> list[StackStatus]:
+    """Every stack of this project in the backend the user is logged in to, with its outputs."""
+    from pulumi import automation as auto
+
+    directory = project_dir or PROJECT_DIR
+    require_cli(command)
+    workspace = auto.LocalWorkspace(work_dir=str(directory))
+    statuses: list[StackStatus] = []
+    for summary in _guard("stack ls", workspace.list_stacks):
+        count = summary.resource_count or 0
+        # A stack with no resources has no outputs worth a call.
+        outputs = (
+            _outputs(_guard("stack output", _stack(summary.name, directory, create=False).outputs))
+            if count
+            else {}
+        )
+        statuses.append(StackStatus(summary.name, count, outputs, bool(summary.update_in_progress)))
+    return statuses
 
 
 def stack_outputs(stack: str, *, project_dir: Path | None = None, command: str = "outputs") -> dict[str, Any]:

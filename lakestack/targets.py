@@ -38,16 +38,19 @@ EMULATOR_URL_VARIABLE = "AZURITE_BLOB_STORAGE_URL"
 
 @dataclass(frozen=True)
 class LoadPlan:
-    """What a run asks of Locust, whichever stream it loads."""
+    """What a run asks of Locust, whichever stream it loads: an event budget within ``run_time``, or (the
+    bench) a ``shape`` for ``shape_duration_s`` seconds."""
 
     ledger_dir: str
     users: int
-    run_time: str
-    max_events: int
+    run_time: str | None
+    max_events: int | None
     target_rate: float
     csv_prefix: str
     html: str
     scenario: str = "sales"
+    shape: str | None = None
+    shape_duration_s: float | None = None
 
 
 class LocalTarget(Protocol):
@@ -267,6 +270,8 @@ def _locust_run(
         target_rate=plan.target_rate,
         csv_prefix=plan.csv_prefix,
         html=plan.html,
+        shape=plan.shape,
+        shape_duration_s=plan.shape_duration_s,
     )
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadtest.errors import OptionError
+from loadtest.shapes import SHAPES
 
 LOCUSTFILE = Path(__file__).resolve().parent / "locustfile.py"
 EVENTHUBS_LOCUSTFILE = Path(__file__).resolve().parent / "locustfile_eventhubs.py"
@@ -46,6 +47,9 @@ class LocustRun:
     html: str | None = None
     extra: Sequence[str] = ()
     eventhubs_bootstrap: str | None = None
+    # A load shape (loadtest.shapes) peaking at ``users``; it owns the run time (``shape_duration_s``).
+    shape: str | None = None
+    shape_duration_s: float | None = None
 
     def __post_init__(self) -> None:
         problems = [
@@ -63,6 +67,14 @@ class LocustRun:
                 self.target_rate is not None and self.target_rate <= 0,
                 f"target_rate: expected events/s > 0 (or None), found {self.target_rate}.",
             ),
+            (
+                self.shape is not None and self.shape not in SHAPES,
+                f"shape: expected one of {', '.join(SHAPES)}, found {self.shape!r}.",
+            ),
+            (
+                self.shape_duration_s is not None and self.shape_duration_s <= 0,
+                f"shape_duration_s: expected seconds > 0 (or None), found {self.shape_duration_s}.",
+            ),
         ]
         for failed, message in problems:
             if failed:
@@ -70,12 +82,15 @@ class LocustRun:
 
     def argv(self) -> list[str]:
         """``sys.executable -m locust -f <locustfile> --headless ...`` for this run."""
+        # The shape class lives in its own file so plain runs keep --users.
+        locustfile = EVENTHUBS_LOCUSTFILE if self.eventhubs_bootstrap else LOCUSTFILE
+        files = f"{locustfile},{SHAPEFILE}" if self.shape else str(locustfile)
         argv = [
             sys.executable,
             "-m",
             "locust",
             "-f",
-            str(EVENTHUBS_LOCUSTFILE if self.eventhubs_bootstrap else LOCUSTFILE),
+            files,
             "--headless",
             "--users",
             str(self.users),
@@ -104,6 +119,9 @@ class LocustRun:
             ("--target-rate", None if self.target_rate is None else f"{self.target_rate:g}"),
             ("--csv", self.csv_prefix or None),
             ("--html", self.html or None),
+            ("--shape", self.shape),
+            ("--shape-users", str(self.users) if self.shape else None),
+            ("--shape-duration", None if self.shape_duration_s is None else f"{self.shape_duration_s:g}"),
         ]
         for flag, value in optional:
             if value is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 
 from lakestack.emulator.faults import FaultSpec, FaultSpecError, parse_fault_spec
 
@@ -60,3 +61,42 @@ def add_fault_arguments(parser: argparse.ArgumentParser) -> None:
         help="seed of the fault generator: the same seed makes the same decisions for the same sequence of "
         "requests (default: a random one, printed in the report)",
     )
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration(value: str) -> float:
+    """A time span in seconds, as Locust writes them: ``90``, ``90s``, ``10m``, ``1.5h``, ``1h30m`` (no unit
+    means seconds)."""
+    text = value.strip()
+    parts = _DURATION_PART.findall(text)
+    if re.fullmatch(r"\d+(?:\.\d+)?", text):
+        seconds = float(text)
+    elif parts and "".join(number + unit for number, unit in parts) == text:
+        seconds = sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+    else:
+        raise argparse.ArgumentTypeError(f"expected a time such as 90s, 10m, 1h or 1h30m, found {value!r}")
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"expected a time above 0, found {value!r}")
+    return seconds
+
+
+def non_negative_float(value: str) -> float:
+    """A number of at least 0."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, found {value!r}") from None
+    if number < 0 or number != number:
+        raise argparse.ArgumentTypeError(f"expected a number of at least 0, found {value}")
+    return number
+
+
+def pipeline_names(value: str) -> tuple[str, ...]:
+    """Pipeline names separated by commas (checked against the registry when the run starts)."""
+    names = tuple(name.strip() for name in value.split(",") if name.strip())
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected pipeline names separated by commas, found {value!r}")
+    return names

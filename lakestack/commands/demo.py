@@ -6,17 +6,10 @@ import argparse
 import os
 from pathlib import Path
 
-from lakestack.commands._types import add_fault_arguments, positive_float, positive_int
+from lakestack.commands._types import add_fault_arguments, pipeline_names, positive_float, positive_int
 from lakestack.demo_pipelines import PIPELINES
 from lakestack.prerequisites import check_java
 from lakestack.targets import CLOUDS
-
-
-def _pipeline_names(value: str) -> tuple[str, ...]:
-    names = tuple(name.strip() for name in value.split(",") if name.strip())
-    if not names:
-        raise argparse.ArgumentTypeError(f"expected pipeline names separated by commas, found {value!r}")
-    return names
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -63,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--pipelines",
-        type=_pipeline_names,
+        type=pipeline_names,
         default=None,
         metavar="NAME[,NAME...]",
         help=f"pipelines to run (ingest always runs); default: all ({', '.join(PIPELINES)})",

@@ -11,17 +11,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from lakestack.commands._types import duration
 from lakestack.emulator import free_port
 from lakestack.errors import TargetError
 from loadtest.generators import SCENARIOS
-from loadtest.runner import (
-    EVENTHUBS_LOCUSTFILE,
-    LOCUSTFILE,
-    SHAPEFILE,
-    LocustRun,
-    distributed_extra,
-    worker_command,
-)
+from loadtest.runner import EVENTHUBS_LOCUSTFILE, LOCUSTFILE, LocustRun, distributed_extra, worker_command
 from loadtest.shapes import SHAPES
 
 # Workers quit within a second of a normal end; one whose master failed early would wait 60 s for it.
@@ -65,7 +59,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--spawn-rate", type=float, default=None, help="users started per second (default: all at once)"
     )
     parser.add_argument(
-        "--run-time", default="1m", help="stop after this long, e.g. 90s, 10m (default: %(default)s)"
+        "--run-time",
+        default="1m",
+        type=_run_time,
+        help="stop after this long, e.g. 90s, 10m, 1h30m; with --shape, the shape's length (default: %(default)s)",
     )
     parser.add_argument(
         "--max-events", type=int, default=None, help="send exactly this many events, then stop"
@@ -94,6 +91,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--state-dir", default=None, help="state directory of `lakestack local` (default: the one it uses)"
     )
     parser.set_defaults(handler=run_load)
+
+
+def _run_time(value: str) -> str:
+    """Locust's --run-time, checked here so a typo is a usage error rather than Locust's."""
+    duration(value)
+    return value.strip()
 
 
 def resolve_target(target: str, *, state_dir: str | None = None) -> Target:
@@ -167,8 +170,6 @@ def build_commands(
         extra += distributed_extra(workers=args.workers, master_port=port)
         locustfile = EVENTHUBS_LOCUSTFILE if target.eventhubs_bootstrap else LOCUSTFILE
         workers = [worker_command(master_port=port, locustfile=locustfile) for _ in range(args.workers)]
-    if args.shape:
-        extra += ["--shape", args.shape, "--shape-users", str(args.users)]
     command = LocustRun(
         stream=target.stream,
         region=target.region,
@@ -185,10 +186,10 @@ def build_commands(
         html=str(out_dir / "locust.html"),
         extra=extra,
         eventhubs_bootstrap=target.eventhubs_bootstrap,
+        shape=args.shape,
+        # A shape decides when the run ends: it runs for --run-time.
+        shape_duration_s=duration(args.run_time) if args.shape else None,
     ).argv()
-    if args.shape:
-        # The shape class lives in its own file so plain runs keep --users; it also owns the run time.
-        command[command.index("-f") + 1] += f",{SHAPEFILE}"
     if args.web:
         command.remove("--headless")
         command += ["--web-host", "127.0.0.1", "--autostart"]

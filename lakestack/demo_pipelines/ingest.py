@@ -7,7 +7,7 @@ acknowledged at two positions; the stream's position is what identifies a record
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -41,65 +41,71 @@ class IngestPipeline:
 
     def check(self, run: RunContext, loads: Loads) -> dict[str, Any]:
         """Every acknowledged position landed exactly once; latency from event time to the bronze commit."""
-        from deltalake import DeltaTable
+        return reconcile_bronze(run.bronze, run.storage_options(run.bronze), loads.all_entries())
 
-        from jobs.lake import DeltaRsEngine
 
-        options = run.storage_options(run.bronze)
-        table = DeltaTable(run.bronze, storage_options=options)
-        commit_time = {
-            record.batch_id: record.timestamp.timestamp()
-            for record in DeltaRsEngine().table(run.bronze, storage_options=options).commits()
-            if record.batch_id is not None
-        }
-        # Through the dataset: to_pyarrow_table() on an abfss:// table can abort the interpreter at exit
-        # (delta-rs 1.6 with pyarrow's I/O threads).
-        landed = (
-            table.to_pyarrow_dataset()
-            .to_table(columns=["shard_id", "sequence_number", "batch_id"])
-            .to_pydict()
-        )
-        entries = loads.all_entries()
-        result = reconcile(
-            [position_key(e.shard_id, e.sequence_number) for e in entries],
-            [position_key(s, q) for s, q in zip(landed["shard_id"], landed["sequence_number"], strict=True)],
-        )
-        sent = {position_key(e.shard_id, e.sequence_number): e for e in entries}
-        latencies: list[float] = []
-        first_event: float | None = None
-        last_commit: float | None = None
-        for shard, seq, batch in zip(
-            landed["shard_id"], landed["sequence_number"], landed["batch_id"], strict=True
-        ):
-            entry = sent.get(position_key(shard, seq))
-            committed = commit_time.get(batch)
-            if entry is None or committed is None:
-                continue
-            event_time = datetime.fromisoformat(entry.event_time).timestamp()
-            latencies.append(committed - event_time)
-            first_event = event_time if first_event is None else min(first_event, event_time)
-            last_commit = committed if last_commit is None else max(last_commit, committed)
-        span = last_commit - first_event if last_commit is not None and first_event is not None else None
-        return {
-            "ok": result.exactly_once,
-            "rows": result.landed,
-            "events_sent": result.acknowledged,
-            "events_landed": result.landed,
-            "missing": result.missing,
-            "duplicates": result.duplicates,
-            "unacknowledged": result.unacknowledged,
-            "missing_sample": list(result.missing_sample),
-            "duplicate_sample": list(result.duplicate_sample),
-            "latency_p50_s": _rounded(percentile(latencies, 50)),
-            "latency_p95_s": _rounded(percentile(latencies, 95)),
-            "latency_p99_s": _rounded(percentile(latencies, 99)),
-            "throughput_eps": round(result.landed / span, 1) if span else None,
-            "send_rate_eps": send_rate(entries),
-            "table_uri": run.bronze,
-            "files": len(table.file_uris()),
-            "table_version": table.version(),
-            "notes": stream_notes(entries, result.missing_sample),
-        }
+def reconcile_bronze(
+    table_uri: str, storage_options: Mapping[str, str], entries: Sequence[LedgerEntry]
+) -> dict[str, Any]:
+    """The ingest figures of a bronze table against the ledger ``entries``: missing and duplicate positions,
+    latency from each event's time to its bronze commit, throughput, files. The demo and `lakestack bench`
+    (locally and on a stack's S3) both measure ingest with it."""
+    from deltalake import DeltaTable
+
+    from jobs.lake import DeltaRsEngine
+
+    options = dict(storage_options)
+    table = DeltaTable(table_uri, storage_options=options)
+    commit_time = {
+        record.batch_id: record.timestamp.timestamp()
+        for record in DeltaRsEngine().table(table_uri, storage_options=options).commits()
+        if record.batch_id is not None
+    }
+    # Through the dataset: to_pyarrow_table() on an abfss:// table can abort the interpreter at exit
+    # (delta-rs 1.6 with pyarrow's I/O threads).
+    landed = (
+        table.to_pyarrow_dataset().to_table(columns=["shard_id", "sequence_number", "batch_id"]).to_pydict()
+    )
+    result = reconcile(
+        [position_key(e.shard_id, e.sequence_number) for e in entries],
+        [position_key(s, q) for s, q in zip(landed["shard_id"], landed["sequence_number"], strict=True)],
+    )
+    sent = {position_key(e.shard_id, e.sequence_number): e for e in entries}
+    latencies: list[float] = []
+    first_event: float | None = None
+    last_commit: float | None = None
+    for shard, seq, batch in zip(
+        landed["shard_id"], landed["sequence_number"], landed["batch_id"], strict=True
+    ):
+        entry = sent.get(position_key(shard, seq))
+        committed = commit_time.get(batch)
+        if entry is None or committed is None:
+            continue
+        event_time = datetime.fromisoformat(entry.event_time).timestamp()
+        latencies.append(committed - event_time)
+        first_event = event_time if first_event is None else min(first_event, event_time)
+        last_commit = committed if last_commit is None else max(last_commit, committed)
+    span = last_commit - first_event if last_commit is not None and first_event is not None else None
+    return {
+        "ok": result.exactly_once,
+        "rows": result.landed,
+        "events_sent": result.acknowledged,
+        "events_landed": result.landed,
+        "missing": result.missing,
+        "duplicates": result.duplicates,
+        "unacknowledged": result.unacknowledged,
+        "missing_sample": list(result.missing_sample),
+        "duplicate_sample": list(result.duplicate_sample),
+        "latency_p50_s": _rounded(percentile(latencies, 50)),
+        "latency_p95_s": _rounded(percentile(latencies, 95)),
+        "latency_p99_s": _rounded(percentile(latencies, 99)),
+        "throughput_eps": round(result.landed / span, 1) if span else None,
+        "send_rate_eps": send_rate(entries),
+        "table_uri": table_uri,
+        "files": len(table.file_uris()),
+        "table_version": table.version(),
+        "notes": stream_notes(entries, result.missing_sample),
+    }
 
 
 def _rounded(value: float | None) -> float | None:

@@ -52,7 +52,14 @@ def test_demo_json_reports_every_event_landed_once_and_the_sales_pipeline_ok(tmp
     assert report["throughput_eps"] > 0
     assert report["send_rate_eps"] > 0
     (run_dir,) = tmp_path.iterdir()
-    assert json.loads((run_dir / "report.json").read_text())["events_landed"] == 300
+    document = json.loads((run_dir / "report.json").read_text())
+    assert document["events_landed"] == 300
+    # The same plots as the bench's report, from the same report module.
+    assert document["plots"] == [
+        f"plots/{n}.png" for n in ("latency", "sent_landed", "backlog", "batches", "cost")
+    ]
+    assert sum(document["timeline"]["sent"]) == 300
+    assert (run_dir / "report.html").read_text().count("data:image/png;base64,") == 5
     assert "PASS: every acknowledged event landed exactly once" in (run_dir / "report.md").read_text()
     assert "PASS: every acknowledged event landed exactly once; pipelines ok: sales" in result.stdout
     assert sorted(report["pipelines"]) == ["ingest", "sales"]

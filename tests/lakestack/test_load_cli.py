@@ -9,6 +9,7 @@ import pytest
 
 import lakestack.commands.load as cli
 from lakestack.errors import TargetError
+from loadtest.runner import SHAPEFILE
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -75,10 +76,22 @@ def test_stack_target_reads_the_stack_outputs(outputs):
 
 
 def test_commands_for_a_distributed_shaped_run(emulator, tmp_path):
-    args = parse("--workers", "2", "--shape", "ramp", "--users", "16", "--scenario", "transactions")
+    args = parse(
+        "--workers",
+        "2",
+        "--shape",
+        "ramp",
+        "--users",
+        "16",
+        "--scenario",
+        "transactions",
+        "--run-time",
+        "1h30m",
+    )
     master, workers = cli.build_commands(args, cli.resolve_target("local"), tmp_path)
 
-    assert master[master.index("-f") + 1].endswith("loadtest/locustfile.py," + str(cli.SHAPEFILE))
+    assert master[master.index("-f") + 1].endswith("loadtest/locustfile.py," + str(SHAPEFILE))
+    assert master[master.index("--shape-duration") + 1] == "5400"  # the shape runs for --run-time
     assert master[master.index("--expect-workers") + 1] == "2"
     assert master[master.index("--shape") + 1 :][:3] == ["ramp", "--shape-users", "16"]
     assert "--run-time" not in master  # the shape decides when the run ends

@@ -10,7 +10,7 @@ import loadtest.users  # noqa: F401  (registers lakestack's options on Locust's 
 from loadtest.errors import LoadTestError, OptionError
 from loadtest.ledger import LedgerEntry, LedgerWriter, ledger_file_name, read_ledger
 from loadtest.options import LoadSettings, settings_from_options
-from loadtest.runner import LOCUSTFILE, LocustRun, distributed_extra, worker_command
+from loadtest.runner import LOCUSTFILE, SHAPEFILE, LocustRun, distributed_extra, worker_command
 
 
 def test_ledger_round_trip_over_a_directory(tmp_path):
@@ -101,6 +101,30 @@ def test_locust_command_contract():
         "--only-summary",
     ]  # fmt: skip
     assert LOCUSTFILE.is_absolute() and LOCUSTFILE.name == "locustfile.py"
+
+
+def test_a_shaped_run_adds_the_shape_file_and_its_options():
+    argv = LocustRun(
+        stream="s", region="r", endpoint_url=None, ledger_dir="d", users=8, shape="ramp", shape_duration_s=90
+    ).argv()
+    assert argv[4] == f"{LOCUSTFILE},{SHAPEFILE}"
+    assert argv[-6:] == ["--shape", "ramp", "--shape-users", "8", "--shape-duration", "90"]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"shape": "zigzag"}, "shape: expected one of constant, ramp, step, spike, found 'zigzag'."),
+        (
+            {"shape": "ramp", "shape_duration_s": 0},
+            "shape_duration_s: expected seconds > 0 (or None), found 0.",
+        ),
+    ],
+)
+def test_bad_shapes_are_refused(options, message):
+    with pytest.raises(OptionError) as caught:
+        LocustRun(stream="s", region="r", endpoint_url=None, ledger_dir="d", **options)
+    assert str(caught.value) == message
 
 
 def test_locust_command_refuses_bad_values():

@@ -1,0 +1,66 @@
+"""What one `lakestack bench` run is asked to do, validated once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from lakestack.errors import UserError
+from loadtest.shapes import SHAPES
+
+DEFAULT_DURATION_S = 300.0
+DEFAULT_MAX_COST_USD = 5.0
+DEFAULT_DRAIN_TIMEOUT_S = 600.0
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """One bench run.
+
+    Attributes:
+        stack: the stack (``Pulumi.<stack>.yaml``); ``local`` runs on the embedded emulator.
+        duration_s: how long the load runs.
+        max_cost_usd: refuse to start when the estimate is higher.
+        shape: the load shape (``loadtest.shapes``), peaking at ``users`` and ``rate``.
+        users: the most Locust users at once.
+        rate: the most events/s, all users together.
+        keep: leave the stack (or the emulator) up afterwards.
+        reports_dir: where the run's folder goes.
+        drain_timeout_s: the longest to wait for the pipelines to catch up after the load.
+        port: the emulator's port (local only; a free one when None).
+        max_records_per_shard: ingest cap per shard per micro-batch (local only).
+        pipelines: the demo's pipelines to run (local only; every one when None; a cloud stack runs its
+            ``lakestack:pipelines``).
+    """
+
+    stack: str
+    duration_s: float = DEFAULT_DURATION_S
+    max_cost_usd: float = DEFAULT_MAX_COST_USD
+    shape: str = "ramp"
+    users: int = 4
+    rate: float = 1_000.0
+    keep: bool = False
+    reports_dir: Path = Path("reports")
+    drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S
+    port: int | None = None
+    max_records_per_shard: int = 10_000
+    pipelines: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        problems = [
+            (self.duration_s <= 0, f"--duration: expected a time above 0, found {self.duration_s:g}s"),
+            (self.max_cost_usd < 0, f"--max-cost: expected USD >= 0, found {self.max_cost_usd:g}"),
+            (self.shape not in SHAPES, f"--shape: expected one of {', '.join(SHAPES)}, found {self.shape!r}"),
+            (self.users < 1, f"--users: expected at least 1, found {self.users}"),
+            (self.rate <= 0, f"--rate: expected events/s above 0, found {self.rate:g}"),
+            (
+                self.drain_timeout_s <= 0,
+                f"--drain-timeout: expected a time above 0, found {self.drain_timeout_s:g}s",
+            ),
+        ]
+        for failed, message in problems:
+            if failed:
+                raise UserError(message)
+
+    def load_summary(self) -> str:
+        return f"{self.shape} shape for {self.duration_s:g}s, up to {self.users} users and {self.rate:,.0f} events/s"

@@ -1,0 +1,93 @@
+"""`lakestack bench` and `lakestack sweep` as a user meets them: refusals before anything is created."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lakestack.cli import main
+from lakestack.commands._types import duration
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def lakestack(*args: str, path: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    if path is not None:
+        env["PATH"] = path
+    return subprocess.run(
+        [sys.executable, "-m", "lakestack", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
+
+
+def test_a_cloud_stack_without_the_pulumi_cli_exits_2_naming_what_to_install(tmp_path):
+    result = lakestack("bench", "--stack", "dev", "--duration", "60s", path=str(tmp_path))
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "lakestack bench: error: `lakestack bench --stack dev` drives Pulumi through its Automation API, which "
+        "needs the `pulumi` CLI; it was not found on PATH. Install it with `curl -fsSL https://get.pulumi.com | "
+        "sh` (Linux/macOS) or `brew install pulumi/tap/pulumi`, open a new shell, and run the command again. "
+        "`lakestack plan` works without it."
+    )
+    assert result.stdout == ""
+
+
+def test_over_the_cost_limit_nothing_starts(tmp_path):
+    result = lakestack("bench", "--stack", "dev", "--duration", "2h", "--max-cost", "1", path=str(tmp_path))
+    assert result.returncode == 2
+    assert "lakestack bench: error: stack dev: this run is estimated at up to " in result.stderr
+    assert "over --max-cost 1.00 USD. Nothing was created." in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_an_unknown_stack_names_the_stack_files():
+    result = lakestack("bench", "--stack", "nope")
+    assert result.returncode == 2
+    assert "Pulumi.<stack>.yaml" in result.stderr
+    assert "Pulumi.dev.yaml, Pulumi.local.yaml" in result.stderr
+
+
+def test_sweep_without_the_cli_exits_2(tmp_path):
+    result = lakestack("sweep", path=str(tmp_path))
+    assert result.returncode == 2
+    assert "`lakestack sweep` drives Pulumi through its Automation API" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("90", 90.0), ("90s", 90.0), ("10m", 600.0), ("1.5h", 5400.0), ("250ms", 0.25), ("1h30m", 5400.0)],
+)
+def test_durations(text, seconds):
+    assert duration(text) == seconds
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--duration", "soon"], "expected a time such as 90s, 10m, 1h or 1h30m, found 'soon'"),
+        (["--duration", "0s"], "expected a time above 0, found '0s'"),
+        (["--max-cost", "-1"], "argument --max-cost: expected a number of at least 0, found -1"),
+    ],
+)
+def test_bad_values_are_usage_errors(argv, message, capsys):
+    with pytest.raises(SystemExit) as caught:
+        main(["bench", "--stack", "local", *argv])
+    assert caught.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["bench"], ["sweep"]])
+def test_help(command, capsys):
+    with pytest.raises(SystemExit) as caught:
+        main([*command, "--help"])
+    assert caught.value.code == 0
+    assert "usage: lakestack " + command[0] in capsys.readouterr().out

@@ -1,0 +1,199 @@
+"""`lakestack bench --stack local` as a user runs it: the whole loop, and no process left behind, also when
+it is interrupted (SIGINT, SIGTERM) mid-run.
+
+Every process the bench starts (emulator, Spark's JVM and Python workers, Locust) inherits a marker in its
+environment; the tests find them all by it, including any that a dying parent would leave orphaned.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+import pytest
+
+from lakestack.report import RunReport
+
+ROOT = Path(__file__).resolve().parents[2]
+MARKER = "LAKESTACK_TEST_BENCH_RUN"
+# Spark's first start on a busy 2-core machine can take minutes; these bound a hung run, they time nothing.
+START_TIMEOUT_S = 420
+EXIT_TIMEOUT_S = 300
+
+
+def _marked(run_id: str) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.environ().get(MARKER) == run_id and process.status() != psutil.STATUS_ZOMBIE:
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def _wait_until(condition: Callable[[], bool], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.2)
+    return condition()
+
+
+def _describe(processes: list[psutil.Process]) -> list[str]:
+    described = []
+    for process in processes:
+        try:
+            described.append(f"{process.pid} {' '.join(process.cmdline())[:160]}")
+        except psutil.Error:
+            continue
+    return described
+
+
+class Bench:
+    """A `lakestack bench --stack local` subprocess, its stderr read line by line as it comes."""
+
+    def __init__(self, tmp_path: Path, *args: str) -> None:
+        self.run_id = uuid.uuid4().hex
+        env = {**os.environ, MARKER: self.run_id, "PYTHONUNBUFFERED": "1"}
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "lakestack",
+                "bench",
+                "--stack",
+                "local",
+                "--reports-dir",
+                str(tmp_path),
+                "--json",
+                *args,
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.stderr: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.stderr.append(line)
+            self.lines.put(line)
+
+    def wait_for(self, text: str) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            try:
+                if text in self.lines.get(timeout=1):
+                    return
+            except queue.Empty:
+                if self.process.poll() is not None:
+                    break
+        pytest.fail(f"the bench never printed {text!r}:\n{''.join(self.stderr)[-3000:]}")
+
+    def children(self, name: str) -> list[psutil.Process]:
+        return [p for p in _marked(self.run_id) if name in " ".join(p.cmdline())]
+
+    def finish(self) -> tuple[int, dict]:
+        stdout, _ = self.process.communicate(timeout=EXIT_TIMEOUT_S)
+        assert stdout.strip(), "".join(self.stderr)[-3000:]
+        return self.process.returncode, json.loads(stdout.strip().splitlines()[-1])
+
+    def assert_nothing_left(self) -> None:
+        # Orphans of a dead parent are reaped by init a moment later: wait for that, don't race it.
+        _wait_until(lambda: not _marked(self.run_id), timeout_s=60)
+        assert _describe(_marked(self.run_id)) == []
+
+
+@pytest.mark.slow
+def test_bench_local_runs_the_whole_loop_and_reports_with_plots(tmp_path):
+    bench = Bench(tmp_path, "--duration", "15s", "--rate", "300", "--users", "2")
+    status, result = bench.finish()
+    assert status == 0, "".join(bench.stderr)[-3000:]
+    demo_keys = {f.name for f in dataclasses.fields(RunReport)} - {"timeline"} | {"ok"}
+    assert demo_keys <= set(result)
+    assert {
+        k: result[k] for k in ("ok", "missing", "duplicates", "stack", "estimated_cost_usd", "teardown")
+    } == {
+        "ok": True,
+        "missing": 0,
+        "duplicates": 0,
+        "stack": "local",
+        "estimated_cost_usd": 0.0,
+        "teardown": "complete",
+    }
+    assert result["outcome"] == "completed"
+    assert result["events_sent"] == result["events_landed"] > 0
+    assert list(result["phases_s"]) == ["up", "ready", "load", "drain", "measure"]
+    report_dir = Path(result["report_dir"])
+    assert report_dir.parent == tmp_path
+    document = json.loads((report_dir / "report.json").read_text())
+    assert document["plots"] == [
+        f"plots/{n}.png" for n in ("latency", "sent_landed", "backlog", "batches", "cost")
+    ]
+    assert sum(document["timeline"]["sent"]) == result["events_sent"]
+    assert sum(document["timeline"]["landed"]) == result["events_landed"]
+    for plot in document["plots"]:
+        assert (report_dir / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (report_dir / "report.html").read_text().count("data:image/png;base64,") == 5
+    # The demo's pipelines ran, each checked against its ground truth.
+    assert {name: figures["ok"] for name, figures in result["pipelines"].items()} == {
+        "ingest": True,
+        "sales": True,
+    }
+    assert (
+        "**PASS: every acknowledged event landed exactly once; pipelines ok: sales; teardown complete**"
+        in (report_dir / "report.md").read_text()
+    )
+    bench.assert_nothing_left()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("signum", "after", "child", "phase"),
+    [
+        (signal.SIGINT, "sending events of each of", "locust", "load"),
+        (signal.SIGTERM, "starting Spark", "java", "up"),
+    ],
+    ids=["sigint-during-load", "sigterm-while-spark-starts"],
+)
+def test_an_interrupted_bench_tears_down_and_leaves_no_process(tmp_path, signum, after, child, phase):
+    # Ingest alone: what is tested is that every process goes, and one query starts fastest.
+    bench = Bench(tmp_path, "--duration", "300s", "--rate", "200", "--users", "2", "--pipelines", "ingest")
+    bench.wait_for(after)
+    # Interrupt once the process the phase starts is there (Locust sending; Spark's JVM starting).
+    assert _wait_until(lambda: bool(bench.children(child)), timeout_s=START_TIMEOUT_S), "".join(bench.stderr)[
+        -3000:
+    ]
+    started = _marked(bench.run_id)
+    assert bench.children("lakestack.emulator.server"), _describe(started)
+    os.kill(bench.process.pid, signum)
+    status, result = bench.finish()
+    name = signal.Signals(signum).name
+    assert status == 128 + signum, "".join(bench.stderr)[-3000:]
+    assert (result["outcome"], result["teardown"], result["ok"], result["events_sent"]) == (
+        f"interrupted: {name} during {phase}",
+        "complete",
+        False,
+        None,
+    )
+    markdown = (Path(result["report_dir"]) / "report.md").read_text()
+    assert f"**INTERRUPTED: {name} during {phase}; teardown complete**" in markdown
+    bench.assert_nothing_left()
