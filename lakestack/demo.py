@@ -196,6 +196,9 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
         for query in reversed(list(self.queries.values())):
             if query.isActive:
                 query.stop()
+        for pipeline in self.pipelines:
+            if isinstance(pipeline, IngestPipeline):
+                pipeline.stages.close()
         if self._spark is not None:
             self._spark.stop()
         self._stack.close()
@@ -372,6 +375,7 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
             self.show.line(f"checking {pipeline.name}", force=True)
             figures[pipeline.name] = pipeline.check(self.context, loads)
         ingest = figures[IngestPipeline.name]
+        stages = next((p.stage_report() for p in self.pipelines if isinstance(p, IngestPipeline)), None)
         return RunReport(
             events_sent=ingest["events_sent"],
             events_landed=ingest["events_landed"],
@@ -393,6 +397,7 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
             duplicate_sample=tuple(ingest["duplicate_sample"]),
             notes=tuple([*ingest["notes"], *self.notes]),
             faults=faults,
+            stages=stages,
             pipelines={
                 name: {k: v for k, v in f.items() if k not in _TOP_LEVEL} for name, f in figures.items()
             },
