@@ -35,6 +35,8 @@ def _train_fraud(argv: Sequence[str]) -> int:
     from jobs.pipelines import train_fraud
 
     return train_fraud.main(argv)
+
+
 def _orders(argv: Sequence[str]) -> int:
     from jobs.pipelines import orders
 

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
     from jobs.checkpoint import SourceRef
+    from jobs.stages import StageRecorder
 
 log = logging.getLogger(__name__)
 
@@ -270,10 +271,10 @@ def preflight(settings: IngestSettings) -> None:
     )
 
 
-def _log_source_metrics(settings: IngestSettings, batch_id: int) -> None:
+def _log_source_metrics(settings: IngestSettings, batch_id: int) -> dict[str, Any] | None:
     # The source plans in a Spark Python worker whose log is not the job's: surface its numbers here.
     if settings.source != "kinesis":
-        return
+        return None
     from jobs.sources import read_source_metrics
 
     try:
@@ -283,7 +284,7 @@ def _log_source_metrics(settings: IngestSettings, batch_id: int) -> None:
         )
     except (OSError, ValueError, LookupError) as error:
         log.warning("ingest: batch %d: source metrics unreadable (%s)", batch_id, error)
-        return
+        return None
     for metrics in found:
         behind = [m.get("millis_behind_latest") or 0 for m in metrics.get("shards", {}).values()]
         log.info(
@@ -298,14 +299,25 @@ def _log_source_metrics(settings: IngestSettings, batch_id: int) -> None:
             metrics.get("retries", 0),
             metrics.get("data_loss_events", 0),
         )
+    return found[-1] if found else None
 
 
-def make_batch_writer(spark: SparkSession, settings: IngestSettings) -> Callable[[DataFrame, int], None]:
-    """Return the idempotent foreachBatch function that appends each micro-batch to the bronze table."""
+def make_batch_writer(
+    spark: SparkSession, settings: IngestSettings, *, stages: StageRecorder | None = None
+) -> Callable[[DataFrame, int], None]:
+    """Return the idempotent foreachBatch function that appends each micro-batch to the bronze table.
+
+    With ``stages``, each batch's transfer and commit times (and the source's metrics) go to the recorder.
+    """
     from jobs.lake import DeltaRsEngine, foreach_batch_writer
 
     options = table_options(settings)
     writer: Callable[[DataFrame, int], None] | None = None
+    source: dict[int, dict[str, Any] | None] = {}
+
+    def timings(batch_id: int, measured: dict[str, Any]) -> None:
+        if stages is not None:
+            stages.batch_written(batch_id, measured, source=source.pop(batch_id, None))
 
     def write(batch: DataFrame, batch_id: int) -> None:
         nonlocal writer
@@ -314,8 +326,9 @@ def make_batch_writer(spark: SparkSession, settings: IngestSettings) -> Callable
                 DeltaRsEngine().table(settings.table, storage_options=options),
                 app_id=_query_app_id(spark, settings.checkpoint),
                 prepare=to_bronze,
+                timings=timings,
             )
-        _log_source_metrics(settings, batch_id)
+        source[batch_id] = _log_source_metrics(settings, batch_id)
         writer(batch, batch_id)
 
     return write
@@ -352,10 +365,19 @@ def stream_label(settings: IngestSettings) -> str:
     )
 
 
-def start(spark: SparkSession, settings: IngestSettings) -> StreamingQuery:
+def query_name(settings: IngestSettings) -> str:
+    """The ingest query's name (Spark's progress and listeners know it by this)."""
+    return f"ingest-{stream_label(settings)}"
+
+
+def start(
+    spark: SparkSession, settings: IngestSettings, *, stages: StageRecorder | None = None
+) -> StreamingQuery:
     """Create the bronze table if missing, start the ingest query and return it (the caller waits on or stops it).
 
     The table exists from start-up on, so jobs that read bronze (``sales``, ...) can start before any record.
+    With ``stages``, every micro-batch's stage timings are recorded there (:mod:`jobs.stages`); the caller
+    closes the recorder when done with the query.
     """
     from jobs.lake import DeltaRsEngine
 
@@ -363,9 +385,9 @@ def start(spark: SparkSession, settings: IngestSettings) -> StreamingQuery:
     records = read_records(spark, settings)
     spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "0")
     writer = (
-        records.writeStream.queryName(f"ingest-{stream_label(settings)}")
+        records.writeStream.queryName(query_name(settings))
         .option("checkpointLocation", settings.checkpoint)
-        .foreachBatch(make_batch_writer(spark, settings))
+        .foreachBatch(make_batch_writer(spark, settings, stages=stages))
     )
     # Spark 4.0 falls back to a single (capped) batch for Python sources under Trigger.AvailableNow, so
     # available-now is a fast processing-time trigger that `run()` stops once the source has caught up.
@@ -379,6 +401,9 @@ def start(spark: SparkSession, settings: IngestSettings) -> StreamingQuery:
         settings.checkpoint,
         settings.trigger,
     )
+    if stages is not None:
+        # Before start: the first batch's progress must find the listener there.
+        stages.listen(spark, query_name(settings))
     return writer.start()
 
 
@@ -409,12 +434,15 @@ def run(settings: IngestSettings, *, spark: SparkSession | None = None) -> int:
             carries ours inside it (``python -m jobs`` finds it: :func:`jobs.errors.find_job_error`).
     """
     from jobs.session import build_session, check_spark_prerequisites
+    from jobs.stages import StageRecorder
 
     if spark is None:
         check_spark_prerequisites()
     preflight(settings)
     session = spark or build_session("lakestack-ingest")
-    query = start(session, settings)
+    # Each batch's stage timings are logged (one line per batch) as they complete.
+    stages = StageRecorder()
+    query = start(session, settings, stages=stages)
     stop_requested = threading.Event()
 
     def request_stop(signum: int, _frame: object) -> None:
@@ -435,6 +463,7 @@ def run(settings: IngestSettings, *, spark: SparkSession | None = None) -> int:
         if error is not None:
             raise error
     finally:
+        stages.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     # Per-batch counts are logged as each batch is written; recentProgress is a bounded buffer full of
@@ -461,6 +490,7 @@ __all__ = [
     "bronze_schema",
     "main",
     "preflight",
+    "query_name",
     "run",
     "settings_from_args",
     "source_ref",

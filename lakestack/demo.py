@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
+    from lakestack.rate_sweep import BacklogSample, RateResult
+
 
 # What the emulator costs: nothing; the cost plot says so rather than staying blank.
 EMULATOR_COST = CostModel(note="embedded emulator: no cloud charges")
@@ -224,6 +226,9 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
             cleanup.callback(self._stack.close)
             if self._spark is not None:
                 cleanup.callback(self._spark.stop)
+            for pipeline in self.pipelines:
+                if isinstance(pipeline, IngestPipeline):
+                    cleanup.callback(pipeline.stages.close)
             for query in self.queries.values():
                 cleanup.callback(_stop_query, query)
 
@@ -303,29 +308,41 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
             message = f"waiting for the {name} job's first trigger"
             _wait_for(_first_trigger(query), timeout_s=120, tick=functools.partial(self.show.line, message))
 
-    def _locust_argv(self, scenario: str) -> list[str]:
+    def _locust_argv(
+        self,
+        scenario: str,
+        *,
+        rate: float | None = None,
+        events: int | None = None,
+        users: int | None = None,
+        ledger_dir: Path | None = None,
+    ) -> list[str]:
         settings = self.settings
-        timed = settings.duration_s is not None
+        timed = settings.duration_s is not None and events is None
+        rate = rate or settings.rate
+        events = events or settings.events
+        folder = ledger_dir.parent if ledger_dir is not None else self.run_dir
         plan = LoadPlan(
-            ledger_dir=str(self.ledger_dir),
-            users=settings.users,
-            run_time=None if timed else f"{self._load_seconds():.0f}s",
-            max_events=None if timed else settings.events,
-            target_rate=settings.rate,
-            csv_prefix=str(self.run_dir / f"locust-{scenario}"),
-            html=str(self.run_dir / f"locust-{scenario}.html"),
+            ledger_dir=str(ledger_dir or self.ledger_dir),
+            users=users or settings.users,
+            run_time=None if timed else f"{self._load_seconds(rate=rate, events=events):.0f}s",
+            max_events=None if timed else events,
+            target_rate=rate,
+            csv_prefix=str(folder / f"locust-{scenario}"),
+            html=str(folder / f"locust-{scenario}.html"),
             scenario=scenario,
             shape=(settings.shape or "constant") if timed else None,
             shape_duration_s=settings.duration_s,
         )
         return self.target.locust_run(plan).argv()
 
-    def _load_seconds(self) -> float:
-        """How long the load step runs at most: the duration asked for, or time for the event budget."""
+    def _load_seconds(self, *, rate: float | None = None, events: int | None = None) -> float:
+        """How long the load step runs at most: the duration asked for, or time for the event budget (the
+        settings' own, or ``events`` at ``rate``: one rate of a sweep)."""
         settings = self.settings
-        if settings.duration_s is not None:
+        if settings.duration_s is not None and events is None:
             return settings.duration_s
-        return max(60.0, 4 * settings.events / settings.rate + 30)
+        return max(60.0, 4 * (events or settings.events) / (rate or settings.rate) + 30)
 
     def _status(self, sent: int, elapsed_s: float) -> str:
         read = " | ".join(f"{name} read {counter.update():,}" for name, counter in self._read.items())
@@ -379,6 +396,75 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
             "draining the pipelines"
         )
         return total
+
+    def send_phase(self, *, rate: float, events: int, ledger_dir: Path) -> list[BacklogSample]:
+        """One rate of a sweep: ``events`` at ``rate`` with Locust (first scenario only) while the queries run;
+        returns the backlog samples (acknowledged vs landed by ingest) taken while it sent."""
+        from lakestack.demo_pipelines.ingest import IngestPipeline
+        from lakestack.rate_sweep import SAMPLE_EVERY_S, BacklogSample, users_for
+
+        ledger_dir.mkdir(parents=True, exist_ok=True)
+        acked = LedgerCount(ledger_dir)
+        ingested = self._read[IngestPipeline.name]
+        before = ingested.update()
+        scenario = self.scenarios[0]
+        argv = self._locust_argv(
+            scenario,
+            rate=rate,
+            events=events,
+            users=users_for(rate, self.settings.users),
+            ledger_dir=ledger_dir,
+        )
+        samples: list[BacklogSample] = []
+        began = time.monotonic()
+        with (ledger_dir.parent / f"locust-{scenario}.log").open("wb") as log_file:
+            process = subprocess.Popen(
+                argv,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, **self.environment()},
+            )
+            try:
+                while process.poll() is None:
+                    sample = BacklogSample(
+                        round(time.monotonic() - began, 2), acked.update(), ingested.update() - before
+                    )
+                    samples.append(sample)
+                    self.show.line(f"{rate:,.0f}/s: sent {sample.acknowledged:,} | landed {sample.landed:,}")
+                    if any(q.exception() is not None for q in self.queries.values()):
+                        break
+                    time.sleep(SAMPLE_EVERY_S)
+            finally:
+                if process.poll() is None:
+                    process.terminate()
+                process.wait(timeout=30)
+        if process.returncode != 0:
+            self.notes.append(
+                f"Locust at {rate:g}/s exited with status {process.returncode}; see {ledger_dir.parent}"
+            )
+        return samples
+
+    def wait_drained(self, name: str) -> None:
+        """Wait until the query ``name`` ran a trigger that found nothing new (bounded), then go on.
+
+        Raises:
+            RunFailedError: the query failed.
+        """
+        from jobs import ingest
+
+        query, since = self.queries[name], datetime.now(UTC)
+        if not _wait_for(
+            lambda: query.exception() is not None or ingest.caught_up(query, since=since),
+            timeout_s=_DRAIN_TIMEOUT_S,
+            tick=lambda: self.show.line(f"draining {name}"),
+        ):
+            self.notes.append(f"{name} did not drain within {_DRAIN_TIMEOUT_S:.0f}s")
+        error = query.exception()
+        if error is not None:
+            raise RunFailedError(
+                f"the {name} query failed: {error}. Its checkpoint and logs are in {self.run_dir}."
+            )
 
     def drain(self, acked_total: int, *, timeout_s: float = _DRAIN_TIMEOUT_S) -> None:
         """Wait until each pipeline has read everything its upstream wrote (at most ``timeout_s`` each), in
@@ -438,6 +524,7 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
         for pipeline in self.pipelines:
             self.show.line(f"checking {pipeline.name}", force=True)
             figures[pipeline.name] = pipeline.check(self.context, loads)
+        stages = next((p.stage_report() for p in self.pipelines if isinstance(p, IngestPipeline)), None)
         return report_from_figures(
             figures,
             micro_batches=self._read[IngestPipeline.name].batches,
@@ -445,6 +532,7 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
             started_at=self.started_at.isoformat(timespec="seconds"),
             notes=self.notes,
             faults=faults,
+            stages=stages,
         )
 
 
@@ -456,9 +544,10 @@ def report_from_figures(
     started_at: str,
     notes: Sequence[str] = (),
     faults: dict[str, Any] | None = None,
+    stages: dict[str, Any] | None = None,
 ) -> RunReport:
     """The run report from each pipeline's figures: ingest's are its top-level keys (the demo's and the
-    bench's alike)."""
+    bench's alike); ``stages`` is the ingest job's stage breakdown when it was recorded."""
     ingest = figures[IngestPipeline.name]
     return RunReport(
         events_sent=ingest["events_sent"],
@@ -481,6 +570,7 @@ def report_from_figures(
         duplicate_sample=tuple(ingest["duplicate_sample"]),
         notes=tuple([*ingest["notes"], *notes]),
         faults=faults,
+        stages=stages,
         pipelines={name: {k: v for k, v in f.items() if k not in _TOP_LEVEL} for name, f in figures.items()},
     )
 
@@ -517,6 +607,39 @@ _TOP_LEVEL = frozenset(
         "send_rate_eps",
     }
 )
+
+
+def run_sweep_demo(
+    settings: DemoSettings, rates: tuple[float, ...], *, seconds: float, progress: Progress | None = None
+) -> list[RateResult]:
+    """``lakestack demo --sweep``: the ingest pipeline alone at each rate for ``seconds`` (see
+    :mod:`lakestack.rate_sweep`); prints the table and writes ``sweep.json`` and the stage report.
+
+    Raises:
+        RunFailedError: the ingest query failed.
+        EmulatorError: the emulator could not start.
+    """
+    from lakestack.rate_sweep import format_sweep, run_sweep, write_sweep
+
+    show = progress or Progress()
+    only_ingest = dataclasses.replace(settings, pipelines=(IngestPipeline.name,))
+    with DemoRun(only_ingest, show) as run:
+        run.start_emulator()
+        run.start_pipelines()
+        results = run_sweep(run, rates, seconds=seconds, say=show.step)
+        for query in run.queries.values():
+            query.stop()
+        ingest = next(p for p in run.pipelines if isinstance(p, IngestPipeline))
+        stages = ingest.stage_report()
+    show.done()
+    path = write_sweep(results, run.run_dir)
+    if stages["plot"]:
+        from lakestack.stage_plot import write_stage_plot
+
+        write_stage_plot(run.run_dir / stages["plot"], stages["batches"])
+    print(format_sweep(results))
+    print(f"\nsweep: {path} (stage plot: {run.run_dir / 'stages.png'})")
+    return results
 
 
 def run_demo(settings: DemoSettings, *, progress: Progress | None = None) -> RunReport:

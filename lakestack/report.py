@@ -62,6 +62,9 @@ class RunReport:
     pipelines: dict[str, dict[str, Any]] = field(default_factory=dict)
     # The run over time, for the plots and report.json; not part of the one-line JSON (`to_dict`).
     timeline: Timeline | None = field(default=None, repr=False, compare=False)
+    # The ingest job's micro-batch stage timings (jobs.stages): ``summary`` (per stage p50/p95/mean over the
+    # batches that carried rows), ``batches`` (one record per batch) and ``plot`` (the PNG beside the report).
+    stages: dict[str, Any] | None = None
 
     @classmethod
     def build(
@@ -175,11 +178,34 @@ class RunReport:
                 lines += [f"  {' vs '.join(group)}:", *_table(group)]
         return lines
 
+    def _stage_lines(self) -> list[str]:
+        summary = (self.stages or {}).get("summary") or {}
+        if not summary:
+            return []
+        width = max(len(name) for name in summary)
+        batches = max(int(s.get("batches", 0)) for s in summary.values())
+        lines = ["", f"ingest stages per micro-batch ({batches:,} batches with rows)"]
+        lines.append(f"  {'stage':<{width}}  {'p50':>8}  {'p95':>8}  {'mean':>8}")
+        for name, figures in summary.items():
+            lines.append(
+                f"  {name:<{width}}  {figures['p50_s']:>7.3f}s  {figures['p95_s']:>7.3f}s  {figures['mean_s']:>7.3f}s"
+            )
+        return lines
+
     def to_text(self) -> str:
         width = max(len(label) for label, _ in self._rows())
         lines = [f"  {label:<{width}}  {value}" for label, value in self._rows()]
         lines += [f"  note: {note}" for note in self.notes]
-        return "\n".join(["lakestack run report", *lines, *self._pipeline_lines(), "", self.verdict()])
+        return "\n".join(
+            [
+                "lakestack run report",
+                *lines,
+                *self._stage_lines(),
+                *self._pipeline_lines(),
+                "",
+                self.verdict(),
+            ]
+        )
 
     def to_markdown(self) -> str:
         lines = [
@@ -193,6 +219,20 @@ class RunReport:
         ]
         if self.notes:
             lines += ["", "## Notes", "", *[f"- {note}" for note in self.notes]]
+        stage_lines = self._stage_lines()
+        if stage_lines:
+            lines += ["", "## Where the time goes (ingest)", "", "```", *stage_lines[1:], "```"]
+            plot = (self.stages or {}).get("plot")
+            if plot:
+                lines += ["", f"![stage time per micro-batch]({plot})"]
+            lines += [
+                "",
+                "Stages: `wait_in_stream` (arrival to the start of the plan that read it, trigger wait included), "
+                "`planning_and_reading` (the source's latestOffset: listing and GetRecords), "
+                "`transfer_into_spark` (rows from the source into Spark and out as Arrow), `spark_processing` "
+                "(Spark's own planning and scheduling), `delta_commit` (transaction lookup and append), "
+                "`checkpoint` (Spark's offset and commit logs).",
+            ]
         for name, figures in self.pipelines.items():
             if name == "ingest":
                 continue
@@ -214,7 +254,13 @@ class RunReport:
         return "\n".join(lines) + "\n"
 
     def write(self, directory: Path) -> tuple[Path, Path]:
-        """Write report.json, report.md, report.html and the plots (``plots/*.png``) into ``directory``."""
+        """Write report.json, report.md, report.html and the plots (``plots/*.png``, the stage plot) into
+        ``directory``."""
+        if self.stages and self.stages.get("plot") and self.stages.get("batches") is not None:
+            from lakestack.stage_plot import write_stage_plot
+
+            directory.mkdir(parents=True, exist_ok=True)
+            write_stage_plot(directory / str(self.stages["plot"]), self.stages["batches"])
         files = write_report_files(
             directory, data=self.to_dict(), markdown=self.to_markdown(), timeline=self.timeline
         )

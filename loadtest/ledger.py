@@ -9,6 +9,7 @@ import os
 import socket
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
+from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
@@ -50,18 +51,13 @@ class LedgerWriter:
         """Append entries and flush."""
         if self._file is None:
             raise LoadTestError(f"ledger {self.path}: expected an open ledger, found it closed.")
+        # The same line json.dumps(dict, separators=(",", ":")) gives, with each string quoted by json's C
+        # encoder: a third of the cost, and the ledger is written for every acknowledged entry.
+        quote = encode_basestring_ascii
         self._file.write(
             "".join(
-                json.dumps(
-                    {
-                        "event_id": e.event_id,
-                        "event_time": e.event_time,
-                        "shard_id": e.shard_id,
-                        "sequence_number": e.sequence_number,
-                    },
-                    separators=(",", ":"),
-                )
-                + "\n"
+                f'{{"event_id":{quote(e.event_id)},"event_time":{quote(e.event_time)},'
+                f'"shard_id":{quote(e.shard_id)},"sequence_number":{quote(e.sequence_number)}}}\n'
                 for e in entries
             )
         )

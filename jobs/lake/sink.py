@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from jobs._retry import RetryPolicy
 from jobs.lake._arrow import to_arrow
@@ -27,6 +27,7 @@ def foreach_batch_writer(
     schema_mode: SchemaMode = "strict",
     target_file_size: int | None = None,
     retry: RetryPolicy | None = None,
+    timings: Callable[[int, dict[str, Any]], None] | None = None,
 ) -> Callable[[DataFrame, int], None]:
     """Return a function for ``writeStream.foreachBatch(...)`` that appends each batch exactly once.
 
@@ -50,6 +51,10 @@ def foreach_batch_writer(
         schema_mode: ``"strict"`` rejects any schema difference; ``"merge"`` adds new columns.
         target_file_size: target Parquet file size in bytes (None: the engine's default).
         retry: retry policy for transient storage errors.
+        timings: optional ``(batch_id, timings)`` callback after each batch: ``transfer_s`` (the batch into
+            Arrow, ``prepare`` included), ``commit_s`` (transaction lookup and append), ``total_s``,
+            ``committed_at`` (epoch seconds the commit returned), ``rows``, ``committed``. Stage timings
+            (:mod:`jobs.stages`) are built from it.
     """
     policy = retry or LAKE_RETRY
     table_uri = table.uri
@@ -62,6 +67,8 @@ def foreach_batch_writer(
             policy=policy,
         )
         if done is not None and done >= batch_id:
+            if timings is not None:
+                timings(batch_id, {"total_s": time.perf_counter() - started, "rows": 0, "committed": False})
             log.info(
                 "lake %s app=%s batch=%d skipped: already committed (txn version %d)",
                 table_uri,
@@ -70,8 +77,10 @@ def foreach_batch_writer(
                 done,
             )
             return
+        looked_up = time.perf_counter()
         frame = prepare(batch_df, batch_id) if prepare is not None else batch_df
         data = to_arrow(frame)
+        converted = time.perf_counter()
 
         def attempt() -> AppendResult:
             return table.append(
@@ -84,6 +93,20 @@ def foreach_batch_writer(
             )
 
         result = with_retries(attempt, what=f"append of batch {batch_id} to {table_uri}", policy=policy)
+        finished = time.perf_counter()
+        if timings is not None:
+            timings(
+                batch_id,
+                {
+                    "transfer_s": converted - looked_up,
+                    # The transaction lookup is part of committing: it decides whether this batch commits.
+                    "commit_s": (looked_up - started) + (finished - converted),
+                    "total_s": finished - started,
+                    "committed_at": time.time(),
+                    "rows": data.num_rows,
+                    "committed": result.committed,
+                },
+            )
         log.info(
             "lake %s app=%s batch=%d rows=%d version=%d %s in %.3fs",
             table_uri,

@@ -60,6 +60,9 @@ class ShardRead:
     partition_keys: list[str] = field(default_factory=list)
     sequence_numbers: list[str] = field(default_factory=list)
     arrival_micros: list[int] = field(default_factory=list)  # epoch microseconds, UTC
+    # Sum of every record's arrival (epoch microseconds), kept even when the payloads are dropped: the
+    # records' mean arrival is how long a batch's records waited in the stream (jobs.stages).
+    arrival_sum_us: int = 0
     nbytes: int = 0
     last_sequence: str | None = None
     last_arrival_ms: int | None = None
@@ -314,6 +317,7 @@ class _ShardWalk:
             payload = record["Data"]
             arrival = epoch_micros(record["ApproximateArrivalTimestamp"])
             result.nbytes += len(payload)
+            result.arrival_sum_us += arrival
             if result.inline:
                 result.data.append(payload)
                 result.partition_keys.append(record["PartitionKey"])

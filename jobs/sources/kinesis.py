@@ -196,6 +196,7 @@ def _merge(first: ShardRead, more: ShardRead) -> ShardRead:
         partition_keys=first.partition_keys + more.partition_keys if inline else [],
         sequence_numbers=first.sequence_numbers + more.sequence_numbers,
         arrival_micros=first.arrival_micros + more.arrival_micros if inline else [],
+        arrival_sum_us=first.arrival_sum_us + more.arrival_sum_us,
         nbytes=first.nbytes + more.nbytes,
         last_sequence=more.last_sequence or first.last_sequence,
         last_arrival_ms=more.last_arrival_ms or first.last_arrival_ms,
@@ -369,12 +370,19 @@ class KinesisStreamReader(DataSourceStreamReader):
     def _plan(self, start: StreamOffset) -> tuple[StreamOffset, dict[str, Any]]:
         """Plan the batch after ``start``: list, check lineage and loss, read each eligible shard."""
         begun = time.monotonic()
+        started_at = time.time()
         plan = self._list(start)
         reader = self._shard_reader(retention_ms=plan.retention_ms)
         self._read_eligible(plan, reader)
         end = StreamOffset(self._settings.stream_name, self._advance(plan))
         self._start_read_ahead(reader, plan.listed, end.shards)
-        return end, self._metrics(plan, time.monotonic() - begun)
+        metrics = self._metrics(plan, time.monotonic() - begun)
+        # Wall-clock, to compare with the records' arrival times (jobs.stages: wait in the stream).
+        metrics["plan_started_at"] = round(started_at, 4)
+        records = metrics["records"]
+        arrivals = sum(read.arrival_sum_us for read in plan.reads.values())
+        metrics["mean_arrival_at"] = round(arrivals / records / 1e6, 4) if records else None
+        return end, metrics
 
     def _list(self, start: StreamOffset) -> _Plan:
         """DescribeStreamSummary and ListShards; fails (or logs) on shards that expired unfinished."""

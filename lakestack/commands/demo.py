@@ -12,9 +12,21 @@ from lakestack.prerequisites import check_java
 from lakestack.targets import CLOUDS
 
 
+def _rates(value: str) -> tuple[float, ...]:
+    try:
+        rates = tuple(float(part) for part in value.split(",") if part.strip())
+    except ValueError:
+        rates = ()
+    if not rates or any(rate <= 0 for rate in rates):
+        raise argparse.ArgumentTypeError(
+            f"expected events/s rates above 0 separated by commas (e.g. 1000,2000,4000), found {value!r}"
+        )
+    return tuple(sorted(set(rates)))
+
+
 def _run(args: argparse.Namespace) -> int:
     check_java(os.environ)
-    from lakestack.demo import DemoSettings, run_demo
+    from lakestack.demo import DemoSettings, run_demo, run_sweep_demo
 
     settings = DemoSettings(
         pipelines=args.pipelines,
@@ -29,6 +41,22 @@ def _run(args: argparse.Namespace) -> int:
         faults_seed=args.faults_seed,
         cloud=args.cloud,
     )
+    if args.sweep:
+        from lakestack.rate_sweep import sustainable_rate
+
+        results = run_sweep_demo(settings, args.sweep, seconds=args.sweep_seconds)
+        if args.json:
+            import json
+
+            print(
+                json.dumps(
+                    {
+                        "rates": [r.to_dict() for r in results],
+                        "sustainable_rate_eps": sustainable_rate(results),
+                    }
+                )
+            )
+        return 0 if all(r.missing == 0 and r.duplicates == 0 for r in results) else 1
     report = run_demo(settings)
     if args.json:
         print(report.to_json())
@@ -88,6 +116,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--keep-emulator",
         action="store_true",
         help="leave the emulator running afterwards to inspect the table",
+    )
+    parser.add_argument(
+        "--sweep",
+        type=_rates,
+        default=None,
+        metavar="RATE[,RATE...]",
+        help="instead of one run: the ingest job alone at each rate (events/s) for --sweep-seconds, drained "
+        "between rates; prints p50/p95/p99, sent and landed rates, whether the backlog stayed bounded, and the "
+        "sustainable rate last (sweep.json in the run's folder)",
+    )
+    parser.add_argument(
+        "--sweep-seconds",
+        type=positive_float,
+        default=30.0,
+        help="how long each rate of --sweep is sent (default: %(default)s)",
     )
     add_fault_arguments(parser)
     parser.add_argument(

@@ -31,13 +31,24 @@ class IngestPipeline:
     name: ClassVar[str] = "ingest"
     scenarios: ClassVar[tuple[str, ...]] = ()
 
+    def __init__(self) -> None:
+        from jobs.stages import StageRecorder
+
+        # Every micro-batch's stage timings, for the report's `stages` (jobs.stages).
+        self.stages = StageRecorder()
+
     def start(self, run: RunContext) -> StreamingQuery:
         from jobs import ingest
 
         settings = run.target.ingest_settings(
             checkpoint=run.checkpoint(self.name), trigger=run.trigger, max_records=run.max_records_per_shard
         )
-        return ingest.start(run.spark, settings)
+        return ingest.start(run.spark, settings, stages=self.stages)
+
+    def stage_report(self, *, plot: str | None = "stages.png") -> dict[str, Any]:
+        """The report's ``stages``: per-stage summary, every batch's record, and the plot's file name."""
+        records = self.stages.records()
+        return {"summary": self.stages.summary(), "batches": records, "plot": plot if records else None}
 
     def check(self, run: RunContext, loads: Loads) -> dict[str, Any]:
         """Every acknowledged position landed exactly once; latency from event time to the bronze commit."""

@@ -28,7 +28,8 @@ def test_pipelines_are_chosen_in_registry_order_with_ingest_always_first():
     assert [p.name for p in select(["orders"])] == ["ingest", "orders"]
     assert scenarios_for(select(["orders", "sales"])) == ["sales", "orders"]
     with pytest.raises(
-        UserError, match=r"--pipelines: expected names among ingest, sales, fraud, orders, found clicks, views"
+        UserError,
+        match=r"--pipelines: expected names among ingest, sales, fraud, orders, found clicks, views",
     ):
         select(["views", "sales", "clicks"])
 

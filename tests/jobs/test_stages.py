@@ -1,0 +1,134 @@
+"""Per-micro-batch stage timings: the join of Spark's progress, the writer's timings and the source's metrics."""
+
+from __future__ import annotations
+
+import time
+
+import boto3
+import pytest
+
+from jobs import ingest
+from jobs.stages import STAGES, StageRecorder, stage_record, summarize
+
+PROGRESS = {
+    "batchId": 7,
+    "numInputRows": 1200,
+    "timestamp": "2026-11-21T12:00:01.000Z",
+    "durationMs": {
+        "latestOffset": 310,
+        "walCommit": 40,
+        "getBatch": 5,
+        "queryPlanning": 25,
+        "addBatch": 900,
+        "commitOffsets": 35,
+        "triggerExecution": 1320,
+    },
+}
+WRITER = {"transfer_s": 0.5, "commit_s": 0.25, "total_s": 0.8, "committed_at": 1_795_000_002.5, "rows": 1200}
+SOURCE = {
+    "records": 1200,
+    "planning_seconds": 0.3,
+    "plan_started_at": 1_795_000_001.0,
+    "mean_arrival_at": 1_795_000_000.4,
+}
+
+
+def test_a_batch_record_splits_the_batch_into_the_six_stages():
+    record = stage_record(7, progress=PROGRESS, writer=WRITER, source=SOURCE)
+
+    assert record == {
+        "batch_id": 7,
+        "rows": 1200,
+        "trigger_at": "2026-11-21T12:00:01.000Z",
+        "committed_at": 1_795_000_002.5,
+        "wait_in_stream": 0.6,
+        # The source's own clock, not Spark's latestOffset (which adds the Python worker round trip).
+        "planning_and_reading": 0.3,
+        "transfer_into_spark": 0.5,
+        # getBatch + queryPlanning + addBatch outside the writer + the writer's own remainder.
+        "spark_processing": 0.005 + 0.025 + 0.1 + 0.05,
+        "delta_commit": 0.25,
+        "checkpoint": 0.075,
+    }
+
+
+def test_without_source_metrics_planning_is_sparks_latest_offset_and_the_wait_is_unknown():
+    record = stage_record(7, progress=PROGRESS, writer=WRITER, source=None)
+
+    assert record["planning_and_reading"] == 0.31
+    assert record["wait_in_stream"] is None
+
+
+def test_records_that_arrived_after_planning_began_waited_zero():
+    late = {**SOURCE, "mean_arrival_at": 1_795_000_001.2}
+
+    assert stage_record(7, progress=PROGRESS, writer=WRITER, source=late)["wait_in_stream"] == 0.0
+
+
+def test_summary_is_over_batches_with_rows_only():
+    busy = [
+        {"rows": 10, **dict.fromkeys(STAGES, None), "delta_commit": value, "checkpoint": 0.1}
+        for value in (0.1, 0.2, 0.3, 0.4, 1.0)
+    ]
+    idle = {"rows": 0, **dict.fromkeys(STAGES, None), "delta_commit": 9.0, "checkpoint": 9.0}
+
+    summary = summarize([*busy, idle])
+
+    assert summary == {
+        "delta_commit": {"p50_s": 0.3, "p95_s": 0.88, "mean_s": 0.4, "batches": 5},
+        "checkpoint": {"p50_s": 0.1, "p95_s": 0.1, "mean_s": 0.1, "batches": 5},
+    }
+
+
+def test_the_recorder_joins_what_the_writer_saw_with_the_progress_and_skips_idle_triggers():
+    recorder = StageRecorder(source_metrics=lambda batch: SOURCE if batch == 7 else None)
+    recorder.batch_written(7, WRITER)
+
+    assert recorder.progress({"batchId": 8, "numInputRows": 0, "durationMs": {"latestOffset": 20}}) is None
+    recorder.progress(PROGRESS)
+
+    assert [r["batch_id"] for r in recorder.records()] == [7]
+    assert recorder.records()[0]["wait_in_stream"] == 0.6
+    assert recorder.summary()["transfer_into_spark"] == {
+        "p50_s": 0.5,
+        "p95_s": 0.5,
+        "mean_s": 0.5,
+        "batches": 1,
+    }
+
+
+@pytest.mark.slow
+def test_the_ingest_job_records_every_stage_of_every_batch(spark, moto_endpoint, unique_name, tmp_path):
+    kinesis = boto3.client("kinesis", endpoint_url=moto_endpoint, region_name="us-east-1")
+    kinesis.create_stream(StreamName=unique_name, StreamModeDetails={"StreamMode": "ON_DEMAND"})
+    entries = [{"Data": b'{"n": %d}' % n, "PartitionKey": f"k{n}"} for n in range(40)]
+    assert kinesis.put_records(StreamName=unique_name, Records=entries)["FailedRecordCount"] == 0
+    settings = ingest.IngestSettings(
+        stream=unique_name,
+        region="us-east-1",
+        endpoint_url=moto_endpoint,
+        table=str(tmp_path / "bronze"),
+        checkpoint=str(tmp_path / "checkpoint"),
+        trigger="processing-time=0s",
+        max_records_per_shard=5,
+    )
+    recorder = StageRecorder()
+    query = ingest.start(spark, settings, stages=recorder)
+    try:
+        query.processAllAvailable()
+        # Progress reaches listeners through Spark's listener bus, after the batch: wait for that, bounded.
+        deadline = time.monotonic() + 60
+        while sum(r["rows"] for r in recorder.records()) < 40 and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        query.stop()
+        recorder.close()
+
+    records = recorder.records()
+    assert sum(r["rows"] for r in records) == 40
+    # 4 shards, 5 records each per batch at most: at least two batches carried rows.
+    assert len(records) >= 2
+    for record in records:
+        assert all(record[stage] is not None and record[stage] >= 0 for stage in STAGES), record
+        assert record["delta_commit"] > 0 and record["transfer_into_spark"] > 0 and record["checkpoint"] > 0
+    assert set(recorder.summary()) == set(STAGES)
