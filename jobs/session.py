@@ -27,6 +27,10 @@ _LOCAL_DEFAULTS: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.python.worker.reuse": "true",
+    # How long the JVM and a Python worker wait for each other's socket (Spark's default: 15 s). On a busy
+    # laptop a worker forked under load can miss 15 s, and the query fails ("Python worker failed to connect
+    # back"); waiting longer costs nothing when they are quick.
+    "spark.python.authenticate.socketTimeout": "120s",
     "spark.sql.streaming.stopTimeout": "30s",
 }
 

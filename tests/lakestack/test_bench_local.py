@@ -124,7 +124,9 @@ class Bench:
 
 @pytest.mark.slow
 def test_bench_local_runs_the_whole_loop_and_reports_with_plots(tmp_path):
-    bench = Bench(tmp_path, "--duration", "15s", "--rate", "300", "--users", "2")
+    bench = Bench(
+        tmp_path, "--pipelines", "ingest,sales", "--duration", "15s", "--rate", "300", "--users", "2"
+    )
     status, result = bench.finish()
     assert status == 0, "".join(bench.stderr)[-3000:]
     demo_keys = {f.name for f in dataclasses.fields(RunReport)} - {"timeline"} | {"ok"}

@@ -59,7 +59,9 @@ def test_demo_json_reports_every_event_landed_once_and_the_sales_pipeline_ok(tmp
         f"plots/{n}.png" for n in ("latency", "sent_landed", "backlog", "batches", "cost")
     ]
     assert sum(document["timeline"]["sent"]) == 300
-    assert (run_dir / "report.html").read_text().count("data:image/png;base64,") == 5
+    # The five timeline plots and the ingest job's stage plot, all embedded.
+    assert (run_dir / "report.html").read_text().count("data:image/png;base64,") == 6
+    assert (run_dir / document["stages"]["plot"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "PASS: every acknowledged event landed exactly once" in (run_dir / "report.md").read_text()
     assert "PASS: every acknowledged event landed exactly once; pipelines ok: sales" in result.stdout
     assert sorted(report["pipelines"]) == ["ingest", "sales"]
