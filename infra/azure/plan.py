@@ -11,6 +11,7 @@ from typing import Any
 
 from infra.azure.pricing import estimate_hourly_cost
 from infra.azure.settings import FILESYSTEMS, AzureStackSettings
+from infra.capacity import event_hubs_capacity
 from infra.config import EXPIRES_AT_TAG
 from infra.posture import SecurityPosture
 
@@ -123,5 +124,12 @@ def plan_summary(settings: AzureStackSettings) -> dict[str, Any]:
         "per_gb_lines": cost.per_gb_lines,
         "loadgen_hourly_cost_usd": None,
         "notes": notes,
+        "capacity": event_hubs_capacity(
+            throughput_units=settings.stream.throughput_units,
+            max_throughput_units=settings.stream.max_throughput_units,
+            partitions=settings.stream.partitions,
+            cores=sizing.task_slots if enabled else 0,
+            event_bytes=settings.stream.event_bytes,
+        ).as_dict(),
         "security": security_posture(settings).as_dict(),
     }

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from infra.capacity import kinesis_capacity
 from infra.config import EXPIRES_AT_TAG, StackSettings, load_stack_settings, stack_cloud
 from infra.posture import format_posture
 from infra.pricing import estimate_hourly_cost
@@ -75,6 +76,11 @@ def plan_summary(stack: str, *, project_dir: Path | None = None) -> dict[str, An
             else None
         ),
         **pricing,
+        "capacity": kinesis_capacity(
+            mode=settings.stream.mode,
+            shards=settings.stream.shards,
+            cores=sizing.task_slots if enabled else 0,
+        ).as_dict(),
         "security": security_section(settings),
     }
 
@@ -118,6 +124,7 @@ def _plan(args: argparse.Namespace) -> int:
         )
     print(f"  expires : {summary['expires_at']} (tag lakestack:expires-at)")
     _print_cost(summary)
+    print("\n".join(format_capacity(summary["capacity"])))
     if summary["security"] is not None:
         print("\n".join(format_posture(summary["security"])))
     return 0
@@ -141,6 +148,24 @@ def _print_cost(summary: dict[str, Any]) -> None:
         print(f"            load generator ~{summary['loadgen_hourly_cost_usd']:.2f} USD per hour of load")
     for note in summary["notes"]:
         print(f"  note    : {note}")
+
+
+def format_capacity(capacity: dict[str, Any]) -> list[str]:
+    """The plan's capacity lines: the stream's limit, the cluster's rows/s, the lower of the two."""
+    rows = capacity["cluster_rows_per_s"]
+    cluster = (
+        f"{capacity['cluster_cores']} cores x {capacity['rows_per_core_s']:,} rows/s = {rows:,} rows/s"
+        if rows is not None
+        else "none in this stack"
+    )
+    lines = [
+        f"  capacity: ~{capacity['sustainable_events_per_s']:,} events/s sustainable "
+        f"(bound by the {capacity['bound_by']})",
+        f"            stream   {capacity['stream_limit']}",
+        f"            cluster  {cluster}",
+    ]
+    lines += [f"            assumes  {line}" for line in capacity["assumptions"]]
+    return lines
 
 
 def _up(args: argparse.Namespace) -> int:

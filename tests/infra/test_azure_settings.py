@@ -252,6 +252,7 @@ def test_plan_has_the_aws_keys_and_the_security_section():
         "cost_lines",
         "notes",
         "security",
+        "capacity",
     }
     assert (plan["instance_type"], plan["stream_mode"], plan["shards"], plan["workers"]) == (
         "Small",
