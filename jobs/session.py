@@ -144,3 +144,32 @@ def build_session(
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def warm_python_workers(spark: SparkSession, modules: tuple[str, ...] = ("jobs.sources.kinesis",)) -> int:
+    """Start Spark's Python workers and import ``modules`` in them, before a query needs them.
+
+    A micro-batch that finds no records plans no read task, so a stream's first batch WITH records paid for
+    starting a Python worker and importing the source (measured on a loaded 2-core machine: 11 s of a 194-row
+    batch's transfer into Spark, which then held back every record behind it). Workers are reused
+    (``spark.python.worker.reuse``), so one task per core warms them for the query's reads.
+
+    Returns:
+        The number of tasks run (one per default-parallelism slot).
+    """
+    from collections.abc import Iterable, Iterator
+
+    import pyarrow as pa
+
+    slots = max(1, spark.sparkContext.defaultParallelism)
+    wanted = list(modules)
+
+    def warm(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import importlib
+
+        for module in wanted:
+            importlib.import_module(module)
+        yield from batches
+
+    spark.range(0, slots, 1, slots).mapInArrow(warm, "id long").collect()
+    return slots

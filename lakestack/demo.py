@@ -290,6 +290,10 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
             self.start_spark()
         assert self._spark is not None
         target = self.target
+        from jobs.session import warm_python_workers
+
+        # An empty first trigger starts no read task: warm the workers the first batch with records needs.
+        warm_python_workers(self._spark)
         self._context = RunContext(
             spark=self._spark,
             run_dir=self.run_dir,
