@@ -66,11 +66,13 @@ class DeltaRsEngine(TableHandles):
     What that handle may meet: commits by other writers or processes are read by the catch-up (it lists the
     log past the handle's version), so a transaction another writer recorded is seen; vacuum removes only
     files no current version lists, which an append never reads; a table deleted (or recreated with fewer
-    commits than the handle has read) under the handle makes the next commit fail, as delta-rs checks that
-    the version it read still exists, and that is reported as a :class:`LakeError` rather than silently
-    starting a new table the checkpoint knows nothing of (a table recreated past that version is not told
-    apart, as with any reader holding a version). A handle whose use raised, or whose catch-up failed, is dropped and the next use opens the table
-    afresh. Memory: one table state (its file list) per URI an engine has appended to.
+    commits than the handle has read) under the handle makes its next use fail, as delta-rs finds the log it
+    read gone, and that is reported as a :class:`LakeError` rather than silently starting a new table the
+    checkpoint knows nothing of (a table recreated past that version is not told apart, as with any reader
+    holding a version); old log files cleaned up under it do not matter to the catch-up, which reads only
+    newer ones, and should delta-rs miss one anyway the engine opens the table afresh. A handle
+    whose use raised, or whose catch-up failed, is dropped and the next use opens the table afresh. Memory:
+    one table state (its file list) per URI an engine has appended to.
     """
 
     name = "delta-rs"

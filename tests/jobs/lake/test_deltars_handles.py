@@ -165,3 +165,20 @@ def test_commit_properties_carry_the_batch(tmp_path):
     uri = str(tmp_path / "t")
     write_deltalake(uri, pa.table({"id": [0]}), mode="append", commit_properties=_commit_properties("q", 7))
     assert DeltaTable(uri).transaction_version("q") == 7
+
+
+def test_old_log_files_cleaned_up_under_the_handle_lose_nothing(tmp_path, monkeypatch):
+    uri = str(tmp_path / "t")
+    table = DeltaRsEngine().table(uri)
+    for batch in range(3):
+        table.append(pa.table({"id": [batch]}), app_id="q", batch_id=batch)  # kept at version 2
+    other = DeltaTable(uri)
+    write_deltalake(other, pa.table({"id": [3]}), mode="append", commit_properties=_commit_properties("q", 3))
+    other.create_checkpoint()
+    for version in range(3):  # what log retention removes once a checkpoint covers it
+        Path(uri, "_delta_log", f"{version:020d}.json").unlink()
+    opened = _count_opens(monkeypatch)
+    landed = table.append(pa.table({"id": [4]}), app_id="q", batch_id=4)
+    assert (landed.committed, landed.table_version) == (True, 4)
+    assert opened == []  # the catch-up read only what came after the handle's version
+    assert _rows(uri) == [0, 1, 2, 3, 4]
