@@ -47,6 +47,7 @@ from jobs.pipelines._job import (
     JobSettings,
     add_common_arguments,
     common_settings,
+    preflight,
     query_app_id,
     run_until_done,
 )
@@ -224,7 +225,11 @@ class SalesBatchWriter:
             settings.quarantine, storage_options=job.storage_options(settings.quarantine)
         )
         self.gold = engine.table(settings.gold, storage_options=job.storage_options(settings.gold))
-        self.metrics = BatchMetrics(job.checkpoint, job.storage_options(job.checkpoint))
+        from jobs.checkpoint import batches_to_retain
+
+        self.metrics = BatchMetrics(
+            job.checkpoint, job.storage_options(job.checkpoint), retain=batches_to_retain(spark)
+        )
         self._app_id: str | None = None
 
     def create_tables(self) -> None:
@@ -383,9 +388,14 @@ def start(spark: SparkSession, settings: SalesSettings) -> StreamingQuery:
 
 
 def run(settings: SalesSettings, *, spark: SparkSession | None = None) -> int:
-    """Run the job until it has processed everything (available-now) or is stopped. Returns an exit code."""
+    """Run the job until it has processed everything (available-now) or is stopped. Returns an exit code.
+
+    Raises:
+        SettingsError: (or a subclass) from :func:`~jobs.pipelines._job.preflight`, before Spark starts.
+    """
     from jobs.session import build_session
 
+    preflight("sales", settings.job, tables=(SILVER, f"{SILVER}_quarantine", GOLD), spark=spark)
     session = spark or build_session("lakestack-sales")
     return run_until_done(start(session, settings), settings.job, name="sales")
 
