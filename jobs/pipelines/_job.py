@@ -206,6 +206,8 @@ class BatchMetrics:
     own logs (and the Kinesis source's :class:`~jobs.checkpoint.BatchFiles`), only the newest ``retain``
     batches' files are kept: writing batch ``n`` removes those of batches ``<= n - retain``, so a query that
     runs for weeks keeps a bounded folder. The folder is listed once per instance, then one delete per batch.
+    So that nobody needs the pruned files' counts, each file also carries ``totals``: every whole-number
+    figure summed over the query's batches so far (:meth:`totals` reads the newest).
 
     Args:
         checkpoint: the query's checkpoint location.
@@ -228,6 +230,7 @@ class BatchMetrics:
             raise SettingsError(f"expected batches to retain >= 1, found {self._retain}.")
         self._fs, self._root = filesystem_for(checkpoint, storage_options)
         self._kept: list[int] | None = None
+        self._last: tuple[int, dict[str, int]] | None = None  # the batch last written here, and its totals
 
     def _path(self, batch_id: int) -> str:
         return join(self._root, f"{METRICS_DIR}/batch-{batch_id:010d}.json")
@@ -243,13 +246,17 @@ class BatchMetrics:
     def write(self, batch_id: int, metrics: Mapping[str, Any]) -> None:
         """Write batch ``batch_id``'s figures, then remove the files older than the newest ``retain``."""
         path = self._path(batch_id)
+        if self._kept is None:
+            self._kept = self.batch_ids()
+        counts = _counts(metrics)
+        before = self._totals_before(batch_id)
+        totals = {k: before.get(k, 0) + counts.get(k, 0) for k in sorted({*before, *counts})}
         if isinstance(self._fs, pafs.LocalFileSystem):
             self._fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
         with self._fs.open_output_stream(path) as out:
-            out.write(json.dumps(dict(metrics), sort_keys=True).encode())
-        if self._kept is None:
-            self._kept = self.batch_ids()
-        elif batch_id not in self._kept:
+            out.write(json.dumps({**metrics, "totals": totals}, sort_keys=True).encode())
+        self._last = (batch_id, totals)
+        if batch_id not in self._kept:
             bisect.insort(self._kept, batch_id)
         oldest_kept = self._kept[-1] - self._retain + 1
         while self._kept and self._kept[0] < oldest_kept:
@@ -258,6 +265,34 @@ class BatchMetrics:
             except FileNotFoundError:
                 pass  # removed already (a replay of this batch, another writer): what retention wants
 
+    def _read(self, batch_id: int) -> dict[str, Any] | None:
+        try:
+            with self._fs.open_input_stream(self._path(batch_id)) as stream:
+                return dict(json.loads(stream.read()))
+        except FileNotFoundError:
+            return None
+
+    def _totals_before(self, batch_id: int) -> dict[str, int]:
+        # The totals up to the batch before this one: from memory while this instance runs the query; else
+        # from the newest kept file before it, or (a replay, with only this batch's file kept) its own file
+        # less its own counts. Batches run one after another, so nothing older is ever needed.
+        if self._last is not None and self._last[0] == batch_id - 1:
+            return self._last[1]
+        earlier = [i for i in self._kept or [] if i < batch_id]
+        if earlier and (record := self._read(earlier[-1])) is not None:
+            return dict(record.get("totals", {}))
+        record = self._read(batch_id)
+        if record is None:
+            return {}
+        own = _counts(record)
+        return {k: v - own.get(k, 0) for k, v in record.get("totals", {}).items()}
+
+    def totals(self) -> dict[str, int]:
+        """Every whole-number figure summed over all the query's batches, pruned ones included."""
+        ids = self.batch_ids()
+        record = self._read(ids[-1]) if ids else None
+        return dict(record.get("totals", {})) if record else {}
+
     def read_all(self) -> list[dict[str, Any]]:
         """Every kept batch's figures, oldest first."""
         found = []
@@ -265,6 +300,15 @@ class BatchMetrics:
             with self._fs.open_input_stream(path) as stream:
                 found.append(json.loads(stream.read()))
         return found
+
+
+def _counts(metrics: Mapping[str, Any]) -> dict[str, int]:
+    # What adds up over batches: whole numbers, not the batch id (nor flags, which are bools).
+    return {
+        k: v
+        for k, v in metrics.items()
+        if isinstance(v, int) and not isinstance(v, bool) and k not in ("batch_id", "totals")
+    }
 
 
 def run_until_done(query: StreamingQuery, settings: JobSettings, *, name: str) -> int:

@@ -356,6 +356,12 @@ def batch_counts(kinds: Mapping[str | None, int], *, late: int) -> dict[str, int
     }
 
 
+def read_totals(settings: FraudSettings) -> dict[str, int]:
+    """The job's counts summed over every batch of its query (also those whose own files were pruned)."""
+    job = settings.job
+    return BatchMetrics(job.checkpoint, job.storage_options(job.checkpoint)).totals()
+
+
 def read_metrics(settings: FraudSettings) -> list[dict[str, Any]]:
     """Every committed batch's figures (``<checkpoint>/pipeline/metrics``), oldest first."""
     job = settings.job
@@ -604,6 +610,7 @@ __all__ = [
     "main",
     "optimize_transactions",
     "read_metrics",
+    "read_totals",
     "run",
     "score",
     "settings_from_args",

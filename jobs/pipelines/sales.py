@@ -346,6 +346,12 @@ def _put(fs: Any, path: str, body: bytes) -> Callable[[], None]:
     return put
 
 
+def read_totals(settings: SalesSettings) -> dict[str, int]:
+    """The job's counts summed over every batch of its query (also those whose own files were pruned)."""
+    job = settings.job
+    return BatchMetrics(job.checkpoint, job.storage_options(job.checkpoint)).totals()
+
+
 def read_metrics(settings: SalesSettings) -> list[dict[str, Any]]:
     """The per-batch figures the job wrote next to its checkpoint, oldest first."""
     job = settings.job
@@ -419,6 +425,7 @@ __all__ = [
     "main",
     "prepare",
     "read_metrics",
+    "read_totals",
     "run",
     "settings_from_args",
     "start",

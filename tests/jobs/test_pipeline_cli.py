@@ -385,6 +385,8 @@ def test_after_a_real_sales_run_its_checkpoint_refuses_fraud_and_keeps_two_batch
     # Five micro-batches (one bronze file each), the newest two batches' figures kept, as Spark keeps its logs.
     assert BatchMetrics(str(checkpoint)).batch_ids() == [3, 4]
     assert [m["quarantined"] for m in sales.read_metrics(sales.SalesSettings(job=job))] == [2, 2]
+    totals = sales.read_totals(sales.SalesSettings(job=job))  # every batch, the pruned ones too
+    assert (totals["bronze_rows"], totals["quarantined"], totals["silver_rows"]) == (10, 10, 0)
 
     result = run(*pipeline("fraud", bronze, lake, checkpoint), tmp_path=tmp_path)
     assert one_line(result).startswith(

@@ -17,7 +17,7 @@ def test_only_the_newest_batches_are_kept(tmp_path):
     for batch_id in range(7):
         metrics.write(batch_id, {"batch_id": batch_id})
     assert _names(tmp_path) == ["batch-0000000004.json", "batch-0000000005.json", "batch-0000000006.json"]
-    assert metrics.read_all() == [{"batch_id": 4}, {"batch_id": 5}, {"batch_id": 6}]
+    assert [m["batch_id"] for m in metrics.read_all()] == [4, 5, 6]
 
 
 def test_a_restarted_writer_prunes_what_an_earlier_one_left(tmp_path):
@@ -33,9 +33,26 @@ def test_a_restarted_writer_prunes_what_an_earlier_one_left(tmp_path):
 def test_a_replayed_batch_overwrites_its_file_and_removes_nothing_more(tmp_path):
     metrics = BatchMetrics(str(tmp_path), retain=2)
     for batch_id in (0, 1, 2):
-        metrics.write(batch_id, {"batch_id": batch_id, "try": 1})
-    metrics.write(2, {"batch_id": 2, "try": 2})
-    assert metrics.read_all() == [{"batch_id": 1, "try": 1}, {"batch_id": 2, "try": 2}]
+        metrics.write(batch_id, {"batch_id": batch_id, "rows": 10, "try": "first"})
+    metrics.write(2, {"batch_id": 2, "rows": 10, "try": "replay"})
+    assert metrics.read_all() == [
+        {"batch_id": 1, "rows": 10, "try": "first", "totals": {"rows": 20}},
+        {"batch_id": 2, "rows": 10, "try": "replay", "totals": {"rows": 30}},
+    ]
+
+
+@pytest.mark.parametrize("retain", [1, 2, 5])
+def test_totals_count_every_batch_also_the_pruned_and_across_restarts(tmp_path, retain):
+    metrics = BatchMetrics(str(tmp_path), retain=retain)
+    for batch_id in range(6):
+        metrics.write(batch_id, {"batch_id": batch_id, "rows": batch_id + 1, "late": 1, "watermark": "t"})
+    # A restart replays batch 5 (crash before Spark's commit), then goes on with a new writer.
+    restarted = BatchMetrics(str(tmp_path), retain=retain)
+    restarted.write(5, {"batch_id": 5, "rows": 6, "late": 1, "watermark": "t"})
+    restarted.write(6, {"batch_id": 6, "rows": 7, "late": 0, "watermark": "t"})
+    assert len(restarted.batch_ids()) == min(retain, 7)
+    assert BatchMetrics(str(tmp_path)).totals() == {"late": 6, "rows": 28}
+    assert BatchMetrics(str(tmp_path / "new")).totals() == {}
 
 
 def test_retention_below_one_batch_is_refused(tmp_path):
