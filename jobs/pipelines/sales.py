@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -401,9 +404,26 @@ def run(settings: SalesSettings, *, spark: SparkSession | None = None) -> int:
     """
     from jobs.session import build_session
 
+    if settings.json_sink:
+        _check_json_sink(settings.json_sink)  # before the claim: a refused run records nothing
     preflight("sales", settings.job, tables=(SILVER, f"{SILVER}_quarantine", GOLD), spark=spark)
     session = spark or build_session("lakestack-sales")
     return run_until_done(start(session, settings), settings.job, name="sales")
+
+
+def _check_json_sink(sink: str) -> None:
+    # A local sink only: object stores have no folders to be files, and their access is the lake's.
+    parsed = urlparse(sink)
+    if parsed.scheme.lower() not in ("", "file"):
+        return
+    path = Path(parsed.path if parsed.scheme else sink).absolute()
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise SettingsError(
+            f"--json-sink: cannot write JSON files under {sink}: {existing} is "
+            f"{'a file' if not existing.is_dir() else 'not writable by this user'}. Point --json-sink at a "
+            "folder this user may write."
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

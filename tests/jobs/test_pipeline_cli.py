@@ -136,6 +136,17 @@ def test_missing_aws_credentials(tmp_path):
     )
 
 
+def test_a_json_sink_that_is_a_file(bronze, tmp_path):
+    sink = tmp_path / "sink"
+    sink.write_text("")
+    argv = pipeline("sales", bronze, tmp_path / "lake", tmp_path / "c", "--json-sink", str(sink / "json"))
+    assert one_line(run(*argv, tmp_path=tmp_path)) == (
+        f"error: --json-sink: cannot write JSON files under {sink}/json: {sink} is a file. Point --json-sink at "
+        "a folder this user may write."
+    )
+    assert not (tmp_path / "c").exists()
+
+
 def test_a_checkpoint_of_another_job_is_refused(bronze, tmp_path):
     lake = tmp_path / "lake"
     checkpoint = used_checkpoint(
