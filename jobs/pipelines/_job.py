@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
+    from jobs.checkpoint import SourceRef
+
 log = logging.getLogger(__name__)
 
 _TRIGGER = re.compile(r"^(available-now|processing-time=(\d+(?:\.\d+)?)s)$")
@@ -143,7 +145,7 @@ def preflight(
         SettingsError: (or a subclass) naming the flag, the place and the fix; exit 2. A storage that fails
             (HTTP 5xx after retries) is a :class:`~jobs.errors.JobError`, exit 1.
     """
-    from jobs.checkpoint import SourceRef, claim_checkpoint
+    from jobs.checkpoint import SourceRef
     from jobs.lake import check_table_readable, check_table_writable
     from jobs.session import check_spark_prerequisites
 
@@ -154,21 +156,43 @@ def preflight(
     for name in tables:
         uri = settings.table(name)
         check_table_writable(uri, storage_options=settings.storage_options(uri), flag="--lake")
-    _check_local_checkpoint(settings.checkpoint)
+    claim_for_run(
+        settings.checkpoint,
+        job=job,
+        source=SourceRef.table(source),
+        target=settings.lake,
+        region=settings.region,
+        endpoint_url=settings.endpoint_url,
+    )
+
+
+def claim_for_run(
+    checkpoint: str,
+    *,
+    job: str,
+    source: SourceRef,
+    target: str,
+    region: str | None,
+    endpoint_url: str | None,
+) -> None:
+    """:func:`jobs.checkpoint.claim_checkpoint`, with a checkpoint that cannot be used named as the user's to fix.
+
+    Raises:
+        SettingsError: the checkpoint is a file; AccessError: it cannot be read or written (a folder without
+            permission, a missing bucket, no credentials); CheckpointMismatchError: it belongs to another run.
+    """
+    from jobs.checkpoint import claim_checkpoint
+
+    _check_local_checkpoint(checkpoint)
     try:
         claim_checkpoint(
-            settings.checkpoint,
-            job=job,
-            source=SourceRef.table(source),
-            target=settings.lake,
-            region=settings.region,
-            endpoint_url=settings.endpoint_url,
+            checkpoint, job=job, source=source, target=target, region=region, endpoint_url=endpoint_url
         )
     except JobError:
         raise
     except Exception as error:  # the store's own (OSError, botocore's): the place is what the user fixes
         raise AccessError(
-            f"--checkpoint: could not read or write {settings.checkpoint}: {one_line(error)}. Point "
+            f"--checkpoint: could not read or write {checkpoint}: {one_line(error)}. Point "
             "--checkpoint at a folder this user may write, or at an s3:// bucket that exists (with "
             "--endpoint-url/--region and credentials that may write there)."
         ) from error
