@@ -55,7 +55,13 @@ def _check_writable(output: Path) -> None:
     # Checked before training, which takes minutes on a real set: a bad --output is found after it otherwise.
     if output.is_dir():
         raise SettingsError(f"--output: expected a file path for the model, found a directory at {output}.")
-    existing = next(p for p in (output.absolute(), *output.absolute().parents) if p.exists())
+    if output.is_file():  # a model to replace
+        if not os.access(output, os.W_OK):
+            raise SettingsError(
+                f"--output: cannot replace {output}: not writable by this user. Give another path."
+            )
+        return
+    existing = next(p for p in output.absolute().parents if p.exists())
     if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
         raise SettingsError(
             f"--output: cannot write the model to {output}: {existing} is "
