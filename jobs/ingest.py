@@ -254,14 +254,14 @@ def preflight(settings: IngestSettings) -> None:
     Raises:
         SettingsError: (or a subclass) naming what is wrong and the fix; exit 2.
     """
-    from jobs.checkpoint import claim_checkpoint
     from jobs.lake import check_table_writable
+    from jobs.pipelines._job import claim_for_run
     from jobs.sources import check_kinesis_stream
 
     if settings.source == "kinesis":
         check_kinesis_stream(settings.stream, region=settings.region, endpoint_url=settings.endpoint_url)
     check_table_writable(settings.table, storage_options=table_options(settings), flag="--table")
-    claim_checkpoint(
+    claim_for_run(
         settings.checkpoint,
         job="ingest",
         source=source_ref(settings),

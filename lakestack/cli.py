@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
+import traceback
 from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import NoReturn
 
 from lakestack.commands import bench, demo, ingest, load, local, stacks, sweep
@@ -61,6 +66,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"lakestack {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as error:
+        return _report_unexpected(args.command, error)
+
+
+def _report_unexpected(command: str, error: Exception) -> int:
+    """An error none of our packages raised on purpose: one line on the terminal, the trace in a file.
+
+    A file system error naming a path is most often a path the user gave (``--state-dir``, ``--reports-dir``,
+    ``--out-dir``) that cannot be written: exit 2. Anything else is a failure of the tool: exit 1.
+    """
+    from jobs.errors import one_line
+
+    kept = _keep_trace(command, error)
+    where = f"the full trace is in {kept}" if kept else "the trace could not be kept"
+    if isinstance(error, OSError) and error.filename:
+        print(
+            f"lakestack {command}: error: {error.strerror or one_line(error)}: {error.filename}. Check that path "
+            f"(a folder this user may create and write, e.g. for --state-dir, --reports-dir, --out-dir); {where}.",
+            file=sys.stderr,
+        )
+        return 2
+    print(
+        f"lakestack {command}: error: it failed: {type(error).__name__}: {one_line(error)}. This is not a "
+        f"mistake of yours; {where}.",
+        file=sys.stderr,
+    )
+    return 1
+
+
+def _keep_trace(command: str, error: Exception) -> Path | None:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = Path(tempfile.gettempdir()) / "lakestack" / f"{command}-{stamp}-{os.getpid()}.log"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(traceback.format_exception(error)), encoding="utf-8")
+    except OSError:
+        return None
+    return path
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ from jobs.pipelines._job import (
     JobSettings,
     add_common_arguments,
     common_settings,
+    preflight,
     query_app_id,
     run_until_done,
 )
@@ -355,6 +356,12 @@ def batch_counts(kinds: Mapping[str | None, int], *, late: int) -> dict[str, int
     }
 
 
+def read_totals(settings: FraudSettings) -> dict[str, int]:
+    """The job's counts summed over every batch of its query (also those whose own files were pruned)."""
+    job = settings.job
+    return BatchMetrics(job.checkpoint, job.storage_options(job.checkpoint)).totals()
+
+
 def read_metrics(settings: FraudSettings) -> list[dict[str, Any]]:
     """Every committed batch's figures (``<checkpoint>/pipeline/metrics``), oldest first."""
     job = settings.job
@@ -376,9 +383,13 @@ def make_batch_writer(
     writes only what is missing. The batch is collected once (one action: the stateful operator runs once
     per batch) and split in Arrow.
     """
+    from jobs.checkpoint import batches_to_retain
+
     bound = tables or FraudTables.under(settings)
     job = settings.job
-    metrics = BatchMetrics(job.checkpoint, job.storage_options(job.checkpoint))
+    metrics = BatchMetrics(
+        job.checkpoint, job.storage_options(job.checkpoint), retain=batches_to_retain(spark)
+    )
     identity: list[str] = []
 
     def write(batch: DataFrame, batch_id: int) -> None:
@@ -465,9 +476,16 @@ def start(
 
 
 def run(settings: FraudSettings, *, spark: SparkSession | None = None) -> int:
-    """Run until drained (available-now) or stopped by SIGINT/SIGTERM; returns the exit code."""
+    """Run until drained (available-now) or stopped by SIGINT/SIGTERM; returns the exit code.
+
+    Raises:
+        SettingsError: (or a subclass) before Spark starts: an unreadable ``--model``, or from
+            :func:`~jobs.pipelines._job.preflight`.
+    """
     from jobs.session import build_session
 
+    load_model(settings.model)  # a wrong --model is one line now, not after Spark has started
+    preflight("fraud", settings.job, tables=(TRANSACTIONS, QUARANTINE, ALERTS), spark=spark)
     session = spark or build_session("lakestack-fraud")
     return run_until_done(start(session, settings), settings.job, name="fraud")
 
@@ -592,6 +610,7 @@ __all__ = [
     "main",
     "optimize_transactions",
     "read_metrics",
+    "read_totals",
     "run",
     "score",
     "settings_from_args",

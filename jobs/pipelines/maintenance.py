@@ -323,6 +323,31 @@ class MaintenanceRunner:
         self._retry = retry
         self._runs = 0
 
+    def preflight(self) -> None:
+        """The cheap checks before the first run: each ``--table`` is a Delta table these credentials may read
+        (and has the ``--z-order`` columns), and ``_maintenance`` under ``--lake`` may be written.
+
+        Raises:
+            SettingsError: (or a subclass) naming the flag, the place and the fix; exit 2.
+        """
+        from deltalake import DeltaTable
+
+        from jobs.lake import check_table_readable, check_table_writable
+
+        for uri in self.tables:
+            options = self.settings.options_for(uri)
+            check_table_readable(uri, storage_options=options, flag="--table")
+            if self.settings.z_order:
+                columns = DeltaTable(uri, storage_options=options or None).schema().to_arrow().names
+                unknown = [c for c in self.settings.z_order if c not in columns]
+                if unknown:
+                    raise SettingsError(
+                        f"--z-order: expected columns of {uri}, found {', '.join(unknown)} among "
+                        f"{', '.join(columns)}. Name columns the table has."
+                    )
+        lake = self.settings.record_lake
+        check_table_writable(self.journal.uri, storage_options=self.settings.options_for(lake), flag="--lake")
+
     def check_tables(self) -> dict[str, int]:
         """The tables' latest versions.
 
@@ -475,6 +500,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_arguments(parser)
     settings = settings_from_args(parser.parse_args(argv))
     runner = MaintenanceRunner(settings)
+    runner.preflight()
     stop = threading.Event()
 
     def request_stop(signum: int, _frame: object) -> None:

@@ -51,6 +51,7 @@ from jobs.pipelines._envelope import (
     classify,
     quarantine_arrow,
 )
+from jobs.pipelines._job import JobSettings, preflight
 from jobs.pipelines._orders_tables import (
     DEFAULT_TOMBSTONE_RETENTION,
     LAYOUTS,
@@ -167,6 +168,25 @@ class OrdersSettings:
 
     def tables(self) -> OrdersTables:
         return OrdersTables(self.lake, self.options_for(self.lake))
+
+    @property
+    def job(self) -> JobSettings:
+        """The flags every pipeline shares, for the shared checks (a streaming run's: not with ``--compact``)."""
+        assert self.source_table is not None and self.checkpoint is not None  # validated unless compact_only
+        return JobSettings(
+            source_table=self.source_table,
+            lake=self.lake,
+            checkpoint=self.checkpoint,
+            trigger=self.trigger,
+            endpoint_url=self.endpoint_url,
+            region=self.region,
+        )
+
+    @property
+    def table_names(self) -> tuple[str, ...]:
+        """The tables this layout writes under ``--lake``."""
+        names = ("orders", "orders_tombstones") if self.layout == "cow" else ("orders_base", "orders_changes")
+        return (*names, "orders_quarantine")
 
 
 @dataclass(frozen=True)
@@ -468,8 +488,14 @@ def compact(
 
 
 def run(settings: OrdersSettings, *, spark: SparkSession | None = None) -> int:
-    """Run the job until it drains (available-now) or is stopped by SIGINT/SIGTERM; or compact and exit."""
+    """Run the job until it drains (available-now) or is stopped by SIGINT/SIGTERM; or compact and exit.
+
+    Raises:
+        SettingsError: (or a subclass) before Spark starts (:func:`~jobs.pipelines._job.preflight`), or before
+            a compaction: no change log under ``--lake``.
+    """
     if settings.compact_only:
+        _check_compactable(settings)
         outcome = compact(settings.tables(), tombstone_retention=settings.tombstone_retention)
         status = compaction_status(settings.tables())
         log.info(
@@ -482,6 +508,8 @@ def run(settings: OrdersSettings, *, spark: SparkSession | None = None) -> int:
         return 0
     from jobs.session import build_session
 
+    # The layout is part of the owner: cow's and mor's tables remember different transactions.
+    preflight(f"orders --layout {settings.layout}", settings.job, tables=settings.table_names, spark=spark)
     session = spark or build_session(f"lakestack-orders-{settings.layout}")
     job = OrdersJob(settings)
     query = job.start(session)
@@ -516,6 +544,16 @@ def run(settings: OrdersSettings, *, spark: SparkSession | None = None) -> int:
         settings.checkpoint,
     )
     return 0
+
+
+def _check_compactable(settings: OrdersSettings) -> None:
+    # Without this a mistyped --lake "compacts" nothing and exits 0, as if all were well.
+    from jobs.lake import check_table_readable, check_table_writable
+
+    tables = settings.tables()
+    changes, base = tables.changes.uri, tables.base.uri
+    check_table_readable(changes, storage_options=settings.options_for(changes), flag="--lake")
+    check_table_writable(base, storage_options=settings.options_for(base), flag="--lake")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

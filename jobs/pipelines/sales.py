@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -47,6 +50,7 @@ from jobs.pipelines._job import (
     JobSettings,
     add_common_arguments,
     common_settings,
+    preflight,
     query_app_id,
     run_until_done,
 )
@@ -224,7 +228,11 @@ class SalesBatchWriter:
             settings.quarantine, storage_options=job.storage_options(settings.quarantine)
         )
         self.gold = engine.table(settings.gold, storage_options=job.storage_options(settings.gold))
-        self.metrics = BatchMetrics(job.checkpoint, job.storage_options(job.checkpoint))
+        from jobs.checkpoint import batches_to_retain
+
+        self.metrics = BatchMetrics(
+            job.checkpoint, job.storage_options(job.checkpoint), retain=batches_to_retain(spark)
+        )
         self._app_id: str | None = None
 
     def create_tables(self) -> None:
@@ -341,6 +349,12 @@ def _put(fs: Any, path: str, body: bytes) -> Callable[[], None]:
     return put
 
 
+def read_totals(settings: SalesSettings) -> dict[str, int]:
+    """The job's counts summed over every batch of its query (also those whose own files were pruned)."""
+    job = settings.job
+    return BatchMetrics(job.checkpoint, job.storage_options(job.checkpoint)).totals()
+
+
 def read_metrics(settings: SalesSettings) -> list[dict[str, Any]]:
     """The per-batch figures the job wrote next to its checkpoint, oldest first."""
     job = settings.job
@@ -383,11 +397,33 @@ def start(spark: SparkSession, settings: SalesSettings) -> StreamingQuery:
 
 
 def run(settings: SalesSettings, *, spark: SparkSession | None = None) -> int:
-    """Run the job until it has processed everything (available-now) or is stopped. Returns an exit code."""
+    """Run the job until it has processed everything (available-now) or is stopped. Returns an exit code.
+
+    Raises:
+        SettingsError: (or a subclass) from :func:`~jobs.pipelines._job.preflight`, before Spark starts.
+    """
     from jobs.session import build_session
 
+    if settings.json_sink:
+        _check_json_sink(settings.json_sink)  # before the claim: a refused run records nothing
+    preflight("sales", settings.job, tables=(SILVER, f"{SILVER}_quarantine", GOLD), spark=spark)
     session = spark or build_session("lakestack-sales")
     return run_until_done(start(session, settings), settings.job, name="sales")
+
+
+def _check_json_sink(sink: str) -> None:
+    # A local sink only: object stores have no folders to be files, and their access is the lake's.
+    parsed = urlparse(sink)
+    if parsed.scheme.lower() not in ("", "file"):
+        return
+    path = Path(parsed.path if parsed.scheme else sink).absolute()
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise SettingsError(
+            f"--json-sink: cannot write JSON files under {sink}: {existing} is "
+            f"{'a file' if not existing.is_dir() else 'not writable by this user'}. Point --json-sink at a "
+            "folder this user may write."
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -409,6 +445,7 @@ __all__ = [
     "main",
     "prepare",
     "read_metrics",
+    "read_totals",
     "run",
     "settings_from_args",
     "start",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from jobs.errors import JobError, SettingsError
+from jobs.errors import PrerequisiteError, SettingsError
 from jobs.pipelines._fraud_features import FEATURES, features_for
 from jobs.pipelines._fraud_model import FraudModel, precision_recall
 from jobs.pipelines._fraud_rule import Txn
@@ -47,6 +48,25 @@ class TrainSettings:
             raise SettingsError(
                 f"--threshold: expected a probability between 0 and 1, found {self.threshold}."
             )
+        _check_writable(self.output)
+
+
+def _check_writable(output: Path) -> None:
+    # Checked before training, which takes minutes on a real set: a bad --output is found after it otherwise.
+    if output.is_dir():
+        raise SettingsError(f"--output: expected a file path for the model, found a directory at {output}.")
+    if output.is_file():  # a model to replace
+        if not os.access(output, os.W_OK):
+            raise SettingsError(
+                f"--output: cannot replace {output}: not writable by this user. Give another path."
+            )
+        return
+    existing = next(p for p in output.absolute().parents if p.exists())
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise SettingsError(
+            f"--output: cannot write the model to {output}: {existing} is "
+            f"{'not a directory' if not existing.is_dir() else 'not writable by this user'}. Give another path."
+        )
 
 
 @dataclass(frozen=True)
@@ -105,7 +125,7 @@ def train(settings: TrainSettings) -> FraudModel:
         from sklearn.metrics import average_precision_score, roc_auc_score
         from sklearn.preprocessing import StandardScaler
     except ImportError:
-        raise JobError(
+        raise PrerequisiteError(
             "train-fraud needs scikit-learn, which is not installed: pip install -e '.[train]' "
             "(make installs it with every extra)."
         ) from None

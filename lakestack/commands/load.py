@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from lakestack.commands._types import duration
+from lakestack.commands._types import duration, positive_float, positive_int
 from lakestack.emulator import free_port
 from lakestack.errors import TargetError
 from loadtest.generators import SCENARIOS
@@ -54,9 +54,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--scenario", default="sales", choices=SCENARIOS, help="event generator (default: %(default)s)"
     )
-    parser.add_argument("--users", type=int, default=2, help="concurrent Locust users (default: %(default)s)")
     parser.add_argument(
-        "--spawn-rate", type=float, default=None, help="users started per second (default: all at once)"
+        "--users", type=positive_int, default=2, help="concurrent Locust users (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--spawn-rate",
+        type=positive_float,
+        default=None,
+        help="users started per second (default: all at once)",
     )
     parser.add_argument(
         "--run-time",
@@ -65,16 +70,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="stop after this long, e.g. 90s, 10m, 1h30m; with --shape, the shape's length (default: %(default)s)",
     )
     parser.add_argument(
-        "--max-events", type=int, default=None, help="send exactly this many events, then stop"
+        "--max-events", type=positive_int, default=None, help="send exactly this many events, then stop"
     )
     parser.add_argument(
-        "--target-rate", type=float, default=None, help="total events/s (default: as fast as possible)"
+        "--target-rate",
+        type=positive_float,
+        default=None,
+        help="total events/s (default: as fast as possible)",
     )
     parser.add_argument(
-        "--batch-size", type=int, default=100, help="events per PutRecords, 1-500 (default: %(default)s)"
+        "--batch-size",
+        type=_batch_size,
+        default=100,
+        help="events per PutRecords, 1-500 (default: %(default)s)",
     )
     parser.add_argument(
-        "--workers", type=int, default=0, help="run a master and this many local workers (default: 0)"
+        "--workers", type=_workers, default=0, help="run a master and this many local workers (default: 0)"
     )
     parser.add_argument(
         "--shape", choices=SHAPES, default=None, help="load shape instead of a fixed --users (peak = --users)"
@@ -91,6 +102,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--state-dir", default=None, help="state directory of `lakestack local` (default: the one it uses)"
     )
     parser.set_defaults(handler=run_load)
+
+
+def _batch_size(value: str) -> int:
+    # Checked here, before the target is looked up: a flag's mistake is named first.
+    number = positive_int(value)
+    if number > 500:
+        raise argparse.ArgumentTypeError(f"expected 1 to 500 (the PutRecords entry limit), found {number}")
+    return number
+
+
+def _workers(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, found {value!r}") from None
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more, found {number}")
+    return number
 
 
 def _run_time(value: str) -> str:

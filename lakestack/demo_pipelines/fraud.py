@@ -80,7 +80,8 @@ class FraudPipeline:
             zip(quarantine["shard_id"].to_pylist(), quarantine["sequence_number"].to_pylist(), strict=True)
         )
         expected_quarantine = loads.expected_quarantine("transactions")
-        total = {k: sum(int(m.get(k, 0)) for m in fraud.read_metrics(settings)) for k in _COUNTS}
+        totals = fraud.read_totals(settings)  # over every batch, pruned ones included
+        total = {k: int(totals.get(k, 0)) for k in _COUNTS}
         bronze_rows = (
             DeltaTable(run.bronze, storage_options=run.storage_options(run.bronze))
             .to_pyarrow_table(columns=["batch_id"])

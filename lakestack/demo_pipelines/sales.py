@@ -78,8 +78,9 @@ class SalesPipeline:
             zip(quarantine["shard_id"].to_pylist(), quarantine["sequence_number"].to_pylist(), strict=True)
         )
         expected_quarantine = loads.expected_quarantine("sales")
-        metrics = sales.read_metrics(settings)
-        total = {k: sum(int(m.get(k, 0)) for m in metrics) for k in _COUNTS}
+        # Totals over every batch: the per-batch files of all but the newest are pruned on long runs.
+        totals = sales.read_totals(settings)
+        total = {k: int(totals.get(k, 0)) for k in _COUNTS}
         bronze_rows = (
             DeltaTable(run.bronze, storage_options=run.storage_options(run.bronze))
             .to_pyarrow_dataset()

@@ -84,7 +84,10 @@ def test_a_bad_flag_is_one_line_and_exit_2(capsys):
 
 def test_a_missing_table_is_named(tmp_path, capsys):
     assert jobs_main(["maintenance", "--table", str(tmp_path / "nope")]) == 2
-    assert f"--table {tmp_path / 'nope'}: expected a Delta table there" in capsys.readouterr().err
+    assert capsys.readouterr().err == (
+        f"error: --table: expected a Delta table at {tmp_path / 'nope'}, found none (no _delta_log). Check the URI, "
+        "or run the job that writes that table first.\n"
+    )
 
 
 # -- schedule ---------------------------------------------------------------------------------------------------

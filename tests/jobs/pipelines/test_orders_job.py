@@ -253,9 +253,21 @@ def test_bad_settings_are_named(tmp_path, overrides, message):
 
 def test_compact_needs_no_stream(tmp_path, caplog):
     lake = str(tmp_path / "lake")
+    OrdersTables(lake).create("mor")
     with caplog.at_level("INFO", logger="jobs.pipelines.orders"):
         assert jobs_main(["orders", "--layout", "mor", "--lake", lake, "--compact"]) == 0
     assert "compaction found nothing to merge: base merged through log_seq -1" in caplog.text
+
+
+def test_compact_of_a_lake_without_a_change_log_is_refused(tmp_path, capsys):
+    # A mistyped --lake used to "compact" nothing and exit 0.
+    lake = tmp_path / "lake"
+    assert jobs_main(["orders", "--layout", "mor", "--lake", str(lake), "--compact"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --lake: expected a Delta table at {lake}/orders_changes, found none (no _delta_log). Check the "
+        "URI, or run the job that writes that table first.\n"
+    )
+    assert not lake.exists()
 
 
 def test_a_bad_flag_is_one_line_and_exit_2(tmp_path, capsys):
