@@ -1,4 +1,5 @@
-"""The sales and fraud pipelines as they run on Synapse (Spark 3.5): bronze through Spark's own Delta source.
+"""The sales, fraud and orders pipelines as they run on Synapse (Spark 3.5): bronze through Spark's own Delta
+source.
 
 These tests run twice in `make test`: in the main environment (pyspark 4.0) and in .venv-spark35 (pyspark 3.5,
 Synapse's Spark), so a 4.0-only API in these pipelines fails CI. Spark's Delta source cannot be loaded here (no
@@ -24,7 +25,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from jobs.ingest import BRONZE_COLUMNS, bronze_schema
-from jobs.pipelines import fraud, sales
+from jobs.pipelines import fraud, orders, sales
 from jobs.pipelines._job import JobSettings, run_until_done
 from jobs.sources import DeltaStreamOptions, SourceSettingsError, read_delta_stream
 from jobs.sources._delta_spark import read_spark_delta_stream, spark_has_delta_source, with_commit_columns
@@ -81,12 +82,14 @@ class JarlessDelta:
 
 
 class Bronze:
-    """A bronze table written the way the ingest job writes it: one delta-rs append (one file) per commit."""
+    """A bronze table written the way the ingest job writes it: created empty first (as the ingest job does at
+    start-up), then one delta-rs append (one file) per commit."""
 
     def __init__(self, uri: str) -> None:
         self.uri = uri
         self.sequence = 0
         self.commits = 0
+        DeltaTable.create(uri, bronze_schema())
 
     def commit(self, payloads: list[bytes]) -> None:
         now = datetime.now(UTC)
@@ -280,14 +283,16 @@ def test_fraud_state_on_rocksdb_alerts_once_and_flags_late_rows_across_a_restart
     )
     assert alerts == [("A", "a-s", "a-l", 0.42, 612.5), ("B", "b-s", "b-l", 0.05, 777.0)]
     txns = {r["transaction_id"]: r for r in _read(job.table(fraud.TRANSACTIONS))}
+    # A batch that moves the watermark is followed by a no-data batch (Spark expires state there, before
+    # processAllAvailable returns): data batches are 0, 2 and, after the restart, 4 (the watermark stays put).
     assert sorted((tid, r["late"], r["batch_id"]) for tid, r in txns.items()) == [
-        ("a-l", False, 1),
+        ("a-l", False, 2),
         ("a-s", False, 0),
         ("b-l", False, 0),
-        ("b-s", False, 1),
-        ("c-o", False, 1),
-        ("d-l", True, 2),
-        ("d-s", True, 2),
+        ("b-s", False, 2),
+        ("c-o", False, 2),
+        ("d-l", True, 4),
+        ("d-s", True, 4),
     ]
     assert txns["d-l"]["watermark"] == T0 + timedelta(seconds=480)
     assert txns["a-l"]["fraud_score"] >= 0.5 > txns["c-o"]["fraud_score"]
@@ -299,9 +304,79 @@ def test_fraud_state_on_rocksdb_alerts_once_and_flags_late_rows_across_a_restart
     assert state["numRowsDroppedByWatermark"] == 0
     assert "rocksdbSstFileSize" in state["customMetrics"]
     assert [
-        (m["bronze_rows"], m["silver_rows"], m["alerts"], m["late"]) for m in fraud.read_metrics(settings)
+        (m["batch_id"], m["bronze_rows"], m["silver_rows"], m["alerts"], m["late"])
+        for m in fraud.read_metrics(settings)
     ] == [
-        (3, 2, 0, 0),
-        (3, 3, 2, 0),
-        (2, 2, 0, 2),
+        (0, 3, 2, 0, 0),
+        (1, 0, 0, 0, 0),
+        (2, 3, 3, 2, 0),
+        (3, 0, 0, 0, 0),
+        (4, 2, 2, 0, 2),
+    ]
+
+
+def _order(change_id: int, op: str, order_id: str, at_s: float, amount: float, status: str) -> bytes:
+    return json.dumps(
+        {
+            "event_type": "orders",
+            "event_id": f"o{change_id}",
+            "event_time": _time(at_s),
+            "change_id": change_id,
+            "op": op,
+            "order_id": order_id,
+            "order_ts": _time(at_s),
+            "customer_id": f"c-{order_id}",
+            "amount": amount,
+            "status": status,
+        }
+    ).encode()
+
+
+def test_orders_cow_and_mor_on_spark_delta_rows_end_in_the_same_orders(spark, tmp_path):
+    bronze = Bronze(str(tmp_path / "bronze"))
+    settings = orders.OrdersSettings(
+        layout="mor",
+        lake=str(tmp_path / "lake"),
+        source_table=bronze.uri,
+        checkpoint=str(tmp_path / "checkpoint"),
+        trigger="available-now",
+        compact_every=2,
+        max_files_per_trigger=1,
+        tombstone_retention=timedelta(days=3650),
+    )
+    # Both layouts fed from the same micro-batches in one query (as `lakestack demo` compares them).
+    job = orders.OrdersJob(settings, layouts=("cow", "mor"))
+    query = job.start(spark, bronze=_stand_in(spark, bronze))
+    commits = [
+        [_order(1, "insert", "A", 0, 10.0, "placed"), _order(2, "insert", "B", 1, 20.0, "placed"), b"[1, 2]"],
+        # A's update, then an older change of A (precombine: the latest order_ts wins), B deleted.
+        [_order(3, "update", "A", 30, 12.5, "paid"), _order(4, "update", "A", 5, 99.0, "stale")],
+        [_order(5, "delete", "B", 40, 20.0, "cancelled"), _order(6, "insert", "C", 41, 7.0, "placed")],
+        [json.dumps({"event_type": "sales", "event_id": "s1"}).encode()],
+    ]
+    try:
+        for payloads in commits:
+            bronze.commit(payloads)
+            query.processAllAvailable()
+    finally:
+        query.stop()
+        job.close()
+    assert query.exception() is None
+
+    expected = [
+        ("A", T0 + timedelta(seconds=30), "c-A", 12.5, "paid"),
+        ("C", T0 + timedelta(seconds=41), "c-C", 7.0, "placed"),
+    ]
+    tables = settings.tables()
+    for layout in ("cow", "mor"):
+        rows = orders.snapshot(None, layout, tables).to_pylist()
+        assert [
+            (r["order_id"], r["order_ts"], r["customer_id"], r["amount"], r["status"]) for r in rows
+        ] == expected, layout
+    assert [
+        (r.batch_id, r.bronze_rows, r.quarantined, r.other_types, r.outcomes["cow"].changes)
+        for r in job.reports
+    ] == [(0, 3, 1, 0, 2), (1, 2, 0, 0, 2), (2, 2, 0, 0, 2), (3, 1, 0, 1, 0)]
+    assert [(r["sequence_number"], r["reason"]) for r in _read(tables.quarantine.uri)] == [
+        ("2", "payload is not a JSON object: '[1, 2]'")
     ]
