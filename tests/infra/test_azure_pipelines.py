@@ -3,6 +3,9 @@ shared command line (C3) under `abfss://`, the AWS names; the pool sized for all
 
 from __future__ import annotations
 
+import argparse
+from datetime import timedelta
+
 import pytest
 from azure_mocks import execute_azure_program
 from pulumi_mocks import Run, stack_config
@@ -21,7 +24,7 @@ CONFIG = {
     "lakestack:pipelines": ALL,
     "lakestack:jobFlags": {
         "sales": ["--trigger", "processing-time=10s"],
-        "maintenance": ["--z-order", "account_id"],
+        "maintenance": ["--vacuum-retention", "168h"],
     },
 }
 
@@ -105,8 +108,8 @@ def test_every_pipeline_is_its_own_spark_job_definition(run):
                 LAKE,
                 "--every",
                 "1h",
-                "--z-order",
-                "account_id",
+                "--vacuum-retention",
+                "168h",
             ],
         ),
     ],
@@ -200,3 +203,52 @@ def test_flags_the_program_sets_and_pools_past_synapses_limit_are_refused(config
         parse_azure_settings("azure-dev", config)
     assert caught.value.key == key
     assert message in str(caught.value)
+
+
+def _parsed(args: list[str]):
+    """The settings the job itself makes of a deployed command line: its own flags parser and validation."""
+    from jobs import ingest
+    from jobs.pipelines import fraud, maintenance, orders, sales
+
+    modules = {"ingest": ingest, "sales": sales, "fraud": fraud, "orders": orders, "maintenance": maintenance}
+    job, *flags = args
+    parser = argparse.ArgumentParser(prog=f"python -m jobs {job}")
+    modules[job].add_arguments(parser)
+    return modules[job].settings_from_args(parser.parse_args(flags))
+
+
+def test_every_deployed_command_line_is_accepted_by_its_job(run):
+    ingest = _parsed(_props(run, "ingest")["args"])
+    assert (ingest.source, ingest.kafka.bootstrap, ingest.kafka.topic, ingest.table, ingest.checkpoint) == (
+        "kafka",
+        "lakestack-azdev-events.servicebus.windows.net:9093",
+        "events",
+        BRONZE,
+        f"{CHECKPOINTS}/ingest/events",
+    )
+    sales = _parsed(_props(run, "sales")["args"])
+    assert (sales.job.source_table, sales.job.lake, sales.job.trigger, sales.job.delta_reader) == (
+        BRONZE,
+        LAKE,
+        "processing-time=10s",
+        "auto",
+    )
+    fraud = _parsed(_props(run, "fraud")["args"])
+    assert (fraud.job.source_table, fraud.job.checkpoint, fraud.job.delta_reader) == (
+        BRONZE,
+        f"{CHECKPOINTS}/fraud",
+        "auto",
+    )
+    layouts = [_parsed(_props(run, p)["args"]) for p in ("orders-cow", "orders-mor")]
+    assert [(o.layout, o.lake, o.checkpoint, o.delta_reader, o.compact_only) for o in layouts] == [
+        ("cow", f"{LAKE}/orders-cow", f"{CHECKPOINTS}/orders-cow", "auto", False),
+        ("mor", f"{LAKE}/orders-mor", f"{CHECKPOINTS}/orders-mor", "auto", False),
+    ]
+    maintenance = _parsed(_props(run, "maintenance")["args"])
+    assert (
+        len(maintenance.tables),
+        maintenance.lake,
+        maintenance.every,
+        maintenance.vacuum_retention,
+        maintenance.compact,
+    ) == (12, LAKE, timedelta(hours=1), timedelta(hours=168), False)

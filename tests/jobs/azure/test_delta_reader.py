@@ -5,12 +5,19 @@ They run under pyspark 3.5 too (`make test-spark35`): the choice and the options
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime, timedelta, timezone
+from types import SimpleNamespace
 
+import pyspark
 import pytest
+from pyspark.sql import SparkSession
 
 from jobs.pipelines._job import JobSettings
 from jobs.sources import DeltaStreamOptions, SourceSettingsError, choose_delta_reader
+from jobs.sources._delta_spark import resolve_delta_reader
+
+SPARK_35 = os.environ.get("LAKESTACK_EXPECT_SPARK") == "3.5"
 
 
 @pytest.mark.parametrize(
@@ -122,3 +129,51 @@ def test_pipelines_take_the_reader_as_a_flag_and_refuse_an_unknown_one():
         ValueError, match="--delta-reader: expected one of auto, spark, python, found 'delta'"
     ):
         JobSettings(source_table="b", lake="l", checkpoint="c", delta_reader="delta")
+
+
+class _ClassLoader:
+    def __init__(self, loadable: bool) -> None:
+        self.loadable = loadable
+        self.asked: list[str] = []
+
+    def loadClass(self, name: str) -> str:
+        self.asked.append(name)
+        if not self.loadable:
+            raise RuntimeError(f"py4j: java.lang.ClassNotFoundException: {name}")
+        return name
+
+
+class _Session:
+    """What resolve_delta_reader looks at in a session: the JVM's class loader, and `dataSource` (Spark 4.0)."""
+
+    def __init__(self, *, delta_jar: bool, python_sources: bool) -> None:
+        self.loader = _ClassLoader(delta_jar)
+        thread = SimpleNamespace(getContextClassLoader=lambda: self.loader)
+        self._jvm = SimpleNamespace(
+            java=SimpleNamespace(lang=SimpleNamespace(Thread=SimpleNamespace(currentThread=lambda: thread)))
+        )
+        if python_sources:
+            self.dataSource = object()
+
+
+@pytest.mark.parametrize(
+    ("delta_jar", "python_sources", "chosen"),
+    [
+        (True, False, "spark"),  # Synapse: Spark 3.5, Delta 3.2 in the runtime
+        (False, True, "python"),  # this machine and EMR as deployed: Spark 4.0, no Delta jar
+        (True, True, "spark"),  # Spark 4.0 with delta-spark's jars
+    ],
+)
+def test_a_session_gets_the_reader_its_classes_allow(delta_jar, python_sources, chosen):
+    session = _Session(delta_jar=delta_jar, python_sources=python_sources)
+    assert (
+        resolve_delta_reader(session, "auto", "abfss://lake@acct.dfs.core.windows.net/bronze/events")
+        == chosen
+    )
+    assert session.loader.asked == ["org.apache.spark.sql.delta.sources.DeltaDataSource"]
+
+
+def test_python_data_sources_are_what_tells_spark_4_from_3_5():
+    # The real class, no session: 3.5 (Synapse, .venv-spark35) has no `dataSource`, 4.0 has it.
+    assert pyspark.__version__.startswith("3.5." if SPARK_35 else "4.0.")
+    assert hasattr(SparkSession, "dataSource") is (not SPARK_35)
