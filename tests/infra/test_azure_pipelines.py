@@ -10,6 +10,7 @@ import pytest
 from azure_mocks import execute_azure_program
 from pulumi_mocks import Run, stack_config
 
+from infra.azure.pricing import estimate_hourly_cost
 from infra.azure.settings import parse_azure_settings
 from infra.errors import ConfigError, NotBuiltError
 
@@ -162,6 +163,9 @@ def test_the_plan_prices_the_pool_that_holds_them():
         "azure-dev", {"pipelines": ["ingest"], "parallelism": 8, "parallelismPerWorker": 4}
     )
     assert alone.sizing.nodes == 3
+    # Synapse bills every vCore the pool's applications hold: 17 and 3 Small nodes (4 vCores) at 0.143 USD.
+    assert estimate_hourly_cost(settings).lines["spark_pool"] == pytest.approx(9.724)
+    assert estimate_hourly_cost(alone).lines["spark_pool"] == pytest.approx(1.716)
 
 
 def test_a_pipeline_whose_job_this_checkout_lacks_is_refused_before_any_resource(tmp_path):
