@@ -195,6 +195,7 @@ class OrdersSettings:
             trigger=self.trigger,
             endpoint_url=self.endpoint_url,
             region=self.region,
+            delta_reader=self.delta_reader,
         )
 
     @property
