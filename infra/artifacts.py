@@ -1,7 +1,10 @@
 """Job artifacts for the cluster: a wheel of ``jobs/``, a packed environment, a launcher, under a content hash.
 
-The wheel holds the ``jobs`` package only (the cluster needs nothing else from the repository) and is written
-here directly, as a zip with its metadata: no build backend, no network, the same bytes for the same files.
+The wheel holds the ``jobs`` package only (the cluster needs nothing else from the repository), its modules and
+its package data (the fraud model ``jobs/pipelines/fraud_model.json`` that the fraud job loads with
+``importlib.resources``), and is written here directly, as a zip with its metadata: no build backend, no
+network, the same bytes for the same files. The same wheel goes to EMR (installed into the packed environment)
+and to Synapse (on ``spark.submit.pyFiles``, imported from the zip).
 
 The environment is the project's base dependencies installed for the cluster's Python (3.11) and CPU
 architecture with ``pip install --target --platform ... --only-binary=:all:``, packed as a tarball that
@@ -64,6 +67,9 @@ LOADGEN_RUNNER_NAME = "run_loadgen.py"
 LOADGEN_RUNNER_SOURCE = Path(__file__).resolve().parent / "aws" / "loadgen_task.py"
 # Zip entries get a fixed date so the wheel's bytes depend on its files only (1980 is the zip format's epoch).
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)
+# What the wheel holds, part of the content hash: a cached build from before package data was packed (modules
+# only, no fraud model) has another hash, so it is rebuilt and redeployed rather than reused.
+WHEEL_LAYOUT = "modules+package-data"
 
 
 @dataclass(frozen=True)
@@ -124,7 +130,9 @@ def source_hash(
         extra: further contents that shape the artifacts (e.g. a runner script shipped beside them).
     """
     digest = hashlib.sha256()
-    digest.update(f"python={CLUSTER_PYTHON};arch={architecture};launcher={LAUNCHER}\n".encode())
+    digest.update(
+        f"python={CLUSTER_PYTHON};arch={architecture};launcher={LAUNCHER};wheel={WHEEL_LAYOUT}\n".encode()
+    )
     for requirement in requirements:
         digest.update(f"req={requirement}\n".encode())
     for content in extra:
@@ -161,6 +169,9 @@ def build_jobs_wheel(project_dir: Path, out_dir: Path) -> Path:
 def build_package_wheel(project_dir: Path, out_dir: Path, *, package: str, dist: str) -> Path:
     """Write a pure-Python wheel of one top-level package (no dependencies declared); reproducible.
 
+    Every file of the package goes in, modules and package data alike (bytecode and tool caches aside): the
+    content hash covers exactly these files, so what is hashed is what is shipped.
+
     Args:
         project_dir: the repository root (holding the package and ``pyproject.toml``).
         out_dir: folder the wheel is written to.
@@ -172,7 +183,6 @@ def build_package_wheel(project_dir: Path, out_dir: Path, *, package: str, dist:
     entries: list[tuple[str, bytes]] = [
         (path.relative_to(project_dir).as_posix(), path.read_bytes())
         for path in _source_files(project_dir / package)
-        if path.suffix == ".py"
     ]
     entries.append(
         (f"{dist_info}/METADATA", f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n".encode())

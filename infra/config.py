@@ -656,7 +656,11 @@ def _parse_loadgen(value: Any, *, local: bool, where: str) -> LoadgenSettings | 
 
 
 def _parse_job_flags(
-    value: Any, *, pipelines: tuple[Pipeline, ...], where: str
+    value: Any,
+    *,
+    pipelines: tuple[Pipeline, ...],
+    where: str,
+    reserved: tuple[str, ...] = RESERVED_JOB_FLAGS,
 ) -> dict[str, tuple[str, ...]]:
     raw = _mapping("lakestack:jobFlags", value, where=where, fields=pipelines)
     flags: dict[str, tuple[str, ...]] = {}
@@ -671,11 +675,11 @@ def _parse_job_flags(
             )
         values = tuple(str(f) for f in extra)
         for flag in values:
-            if flag.split("=", 1)[0] in RESERVED_JOB_FLAGS:
+            if flag.split("=", 1)[0] in reserved:
                 raise ConfigError(
                     key,
                     list(values),
-                    f"flags other than {', '.join(RESERVED_JOB_FLAGS)}: the program sets those itself, one "
+                    f"flags other than {', '.join(reserved)}: the program sets those itself, one "
                     "checkpoint per pipeline",
                     where=where,
                 )

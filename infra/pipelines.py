@@ -10,6 +10,8 @@ jobs use; the two orders layouts each get a lake folder of their own because bot
 ``orders_quarantine`` table, and two writers must never share a table.
 
 Pure functions of strings: the cloud programs resolve bucket names first (``Output.apply``) and call these.
+Both clouds share :func:`delta_pipeline_args` (the lake under ``s3://`` or ``abfss://``); ingest's flags are
+each cloud's own (Kinesis here, Event Hubs in ``infra.azure.program``).
 """
 
 from __future__ import annotations
@@ -79,20 +81,75 @@ MAINTENANCE_SCHEDULE = ("--every", "1h")
 _SCHEDULE_FLAGS = ("--every", "--every-commits")
 
 
+def pipeline_lake(lake_root: str, pipeline: Pipeline) -> str:
+    """The ``--lake`` of a pipeline under a lake root URI (``s3://bucket``, ``abfss://lake@account...``)."""
+    folder = PIPELINE_JOBS[pipeline].lake_folder
+    root = lake_root.rstrip("/")
+    return f"{root}/{folder}" if folder else root
+
+
+def pipeline_checkpoint(checkpoint_root: str, pipeline: Pipeline) -> str | None:
+    """The pipeline's own checkpoint under a root URI (``None`` for maintenance, which keeps none)."""
+    return f"{checkpoint_root.rstrip('/')}/{pipeline}" if PIPELINE_JOBS[pipeline].streaming else None
+
+
 def lake_uri(lake_bucket: str, pipeline: Pipeline) -> str:
     """The ``--lake`` of a pipeline: the lake bucket, or its own folder in it."""
-    folder = PIPELINE_JOBS[pipeline].lake_folder
-    return f"s3://{lake_bucket}/{folder}" if folder else f"s3://{lake_bucket}"
+    return pipeline_lake(f"s3://{lake_bucket}", pipeline)
 
 
 def checkpoint_uri(checkpoint_bucket: str, pipeline: Pipeline) -> str | None:
     """The pipeline's own checkpoint prefix (``None`` for maintenance, which keeps no checkpoint)."""
-    return f"s3://{checkpoint_bucket}/{pipeline}" if PIPELINE_JOBS[pipeline].streaming else None
+    return pipeline_checkpoint(f"s3://{checkpoint_bucket}", pipeline)
 
 
 def catalog_tables(pipelines: Sequence[Pipeline]) -> dict[str, str]:
     """Catalog table name -> path under the lake bucket, for every table the pipelines write."""
     return {name: path for p in pipelines for name, path in PIPELINE_JOBS[p].tables.items()}
+
+
+def delta_pipeline_args(
+    pipeline: Pipeline,
+    *,
+    lake_root: str,
+    checkpoint_root: str,
+    location: Sequence[str] = (),
+    pipelines: Sequence[Pipeline] = (),
+    extra: Sequence[str] = (),
+) -> list[str]:
+    """``<job> [flags]`` for a pipeline that reads the lake (every one but ingest), on any cloud.
+
+    Args:
+        pipeline: a name from ``lakestack:pipelines`` other than ``ingest``.
+        lake_root: the lake's root URI (``s3://<bucket>``, ``abfss://lake@<account>.dfs.core.windows.net``);
+            bronze is at ``<lake_root>/bronze/events``.
+        checkpoint_root: the root URI of the checkpoints; each streaming pipeline gets ``<root>/<pipeline>``.
+        location: flags that say where the storage is (AWS: ``--region R``; ADLS needs none).
+        pipelines: every pipeline of the stack (maintenance looks after their tables).
+        extra: flags from ``lakestack:jobFlags``, appended last.
+    """
+    if pipeline == "ingest":
+        raise NotBuiltError(
+            "delta_pipeline_args builds the flags of pipelines that read the lake; ingest reads the stream "
+            "and its flags are each cloud's own (pipeline_args on AWS, infra.azure.program.job_args on Azure)."
+        )
+    spec = PIPELINE_JOBS[pipeline]
+    root = lake_root.rstrip("/")
+    if pipeline == "maintenance":
+        tables = catalog_tables([p for p in pipelines if p != "maintenance"])
+        head = [arg for path in tables.values() for arg in ("--table", f"{root}/{path}")]
+        schedule = () if any(f.split("=", 1)[0] in _SCHEDULE_FLAGS for f in extra) else MAINTENANCE_SCHEDULE
+        return [spec.job, *head, "--lake", pipeline_lake(root, pipeline), *location, *schedule, *extra]
+    head = [
+        "--source-table",
+        f"{root}/{BRONZE_TABLE}",
+        "--lake",
+        pipeline_lake(root, pipeline),
+        "--checkpoint",
+        f"{checkpoint_root.rstrip('/')}/{pipeline}",
+        *location,
+    ]
+    return [spec.job, *head, *spec.flags, *extra]
 
 
 def pipeline_args(
@@ -105,7 +162,7 @@ def pipeline_args(
     pipelines: Sequence[Pipeline] = (),
     extra: Sequence[str] = (),
 ) -> list[str]:
-    """``<job> [flags]`` for one pipeline on the cluster (what follows ``python -m jobs``).
+    """``<job> [flags]`` for one pipeline on the AWS cluster (what follows ``python -m jobs``).
 
     Args:
         pipeline: a name from ``lakestack:pipelines``.
@@ -116,38 +173,20 @@ def pipeline_args(
         pipelines: every pipeline of the stack (maintenance looks after their tables).
         extra: flags from ``lakestack:jobFlags``, appended last.
     """
-    spec = PIPELINE_JOBS[pipeline]
-    bronze = f"s3://{lake_bucket}/{BRONZE_TABLE}"
-    checkpoint = f"s3://{checkpoint_bucket}/{pipeline}"
-    if pipeline == "maintenance":
-        tables = catalog_tables([p for p in pipelines if p != "maintenance"])
-        head = [arg for path in tables.values() for arg in ("--table", f"s3://{lake_bucket}/{path}")]
-        schedule = () if any(f.split("=", 1)[0] in _SCHEDULE_FLAGS for f in extra) else MAINTENANCE_SCHEDULE
-        return [
-            spec.job,
-            *head,
-            "--lake",
-            lake_uri(lake_bucket, pipeline),
-            "--region",
-            region,
-            *schedule,
-            *extra,
-        ]
     if pipeline == "ingest":
         # The ingest job reads the stream (its own flags, contract C8), not a source table.
+        bronze = f"s3://{lake_bucket}/{BRONZE_TABLE}"
+        checkpoint = f"s3://{checkpoint_bucket}/{pipeline}"
         head = ["--stream", stream, "--region", region, "--table", bronze, "--checkpoint", checkpoint]
-    else:
-        head = [
-            "--source-table",
-            bronze,
-            "--lake",
-            lake_uri(lake_bucket, pipeline),
-            "--checkpoint",
-            checkpoint,
-            "--region",
-            region,
-        ]
-    return [spec.job, *head, *spec.flags, *extra]
+        return [PIPELINE_JOBS[pipeline].job, *head, *extra]
+    return delta_pipeline_args(
+        pipeline,
+        lake_root=f"s3://{lake_bucket}",
+        checkpoint_root=f"s3://{checkpoint_bucket}",
+        location=("--region", region),
+        pipelines=pipelines,
+        extra=extra,
+    )
 
 
 def job_module(project_dir: Path, pipeline: Pipeline) -> Path | None:

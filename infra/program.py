@@ -103,7 +103,7 @@ def main(
     if pulumi.Config("lakestack").get("cloud") == "azure":
         from infra.azure.program import main as azure_main
 
-        azure_main(project_dir=project_dir)
+        azure_main(project_dir=project_dir, source_dir=source_dir)
         return
     settings = settings_from_pulumi(project_dir=project_dir)
     check_buildable(settings, source_dir=source_dir)

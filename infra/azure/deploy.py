@@ -136,7 +136,7 @@ def start_job(
     )
 
 
-def job_definition(
+def job_definition(  # noqa: PLR0913 -- the job definition's keyword-only parts
     *,
     job_name: str,
     pool_name: str,
@@ -146,9 +146,15 @@ def job_definition(
     job_args: Sequence[str],
     sizing: PoolSizing,
     parallelism: int,
+    streaming: bool = True,
 ) -> dict[str, Any]:
-    """The Spark job definition of one pipeline (the Synapse data plane's JSON shape)."""
+    """The Spark job definition of one pipeline (the Synapse data plane's JSON shape).
+
+    A streaming pipeline gets the sized executors (dynamic allocation up to ``max_workers``); a job without
+    Spark work (``streaming=False``: maintenance) one executor, the fewest Synapse runs a job with.
+    """
     memory = f"{sizing.executor_memory_gb}g"
+    executors, most = (sizing.workers, sizing.max_workers) if streaming else (1, 1)
     return {
         "targetBigDataPool": {"referenceName": pool_name, "type": "BigDataPoolReference"},
         "requiredSparkVersion": spark_version,
@@ -162,9 +168,9 @@ def job_definition(
                 "spark.submit.pyFiles": wheel_uri,
                 # Dynamic allocation starts at the sized workers and may grow to maxWorkers with the pool.
                 "spark.dynamicAllocation.enabled": "true",
-                "spark.dynamicAllocation.minExecutors": str(sizing.workers),
-                "spark.dynamicAllocation.initialExecutors": str(sizing.workers),
-                "spark.dynamicAllocation.maxExecutors": str(sizing.max_workers),
+                "spark.dynamicAllocation.minExecutors": str(executors),
+                "spark.dynamicAllocation.initialExecutors": str(executors),
+                "spark.dynamicAllocation.maxExecutors": str(most),
                 "spark.sql.shuffle.partitions": str(parallelism),
                 "spark.default.parallelism": str(parallelism),
                 "spark.sql.session.timeZone": "UTC",
@@ -177,7 +183,7 @@ def job_definition(
             "driverCores": sizing.vcores_per_node,
             "executorMemory": memory,
             "executorCores": sizing.executor_cores,
-            "numExecutors": sizing.workers,
+            "numExecutors": executors,
         },
     }
 
@@ -347,7 +353,9 @@ class SparkJob(dynamic.Resource):
 
 @dataclass(frozen=True)
 class JobDeploymentArgs:
-    """Inputs of :class:`JobDeployment`. ``job_args`` maps each pipeline to its command-line flags."""
+    """Inputs of :class:`JobDeployment`. ``job_args`` maps each pipeline to what follows the launcher
+    (``<job> [flags]``: orders-cow runs ``orders --layout cow``); pipelines in ``batch_pipelines`` do no Spark
+    work (one executor)."""
 
     artifacts: SynapseArtifacts
     account_name: pulumi.Input[str]
@@ -358,11 +366,13 @@ class JobDeploymentArgs:
     sizing: PoolSizing
     parallelism: int
     job_args: Mapping[str, Sequence[pulumi.Input[str]]]
+    batch_pipelines: frozenset[str] = frozenset()
     depends_on: Sequence[pulumi.Resource] = ()
 
 
 class JobDeployment(pulumi.ComponentResource):
-    """Artifacts in ADLS plus one running Spark job per pipeline. Outputs: ``artifact_prefix``, ``batch_ids``."""
+    """Artifacts in ADLS plus one running Spark job per pipeline (``lakestack-<pipeline>``, each on its own
+    checkpoint). Outputs: ``artifact_prefix``, ``batch_ids``."""
 
     def __init__(
         self, name: str, args: JobDeploymentArgs, opts: pulumi.ResourceOptions | None = None
@@ -413,7 +423,8 @@ def _definition(pipeline: str, args: JobDeploymentArgs, wheel_name: str, values:
         spark_version=args.spark_version,
         launcher_uri=f"{base}{LAUNCHER_NAME}",
         wheel_uri=f"{base}{wheel_name}",
-        job_args=[pipeline, *values[1:]],
+        job_args=list(values[1:]),
         sizing=args.sizing,
         parallelism=args.parallelism,
+        streaming=pipeline not in args.batch_pipelines,
     )

@@ -43,7 +43,7 @@ def estimate_hourly_cost(
         lines["private_endpoints"] = PRIVATE_ENDPOINTS * table["private_endpoint_hourly"]
         extra = (sizing.max_nodes - sizing.nodes) * sizing.vcores_per_node * vcore
         notes.append(
-            f"the Spark pool bills only while the job runs; with no job it pauses after "
+            f"the Spark pool bills only while its jobs run (one per pipeline); with none it pauses after "
             f"{settings.cluster.idle_timeout_minutes} minutes idle"
         )
     lines["event_hub_units"] = settings.stream.throughput_units * table["event_hubs_standard_tu_hourly"]

@@ -33,12 +33,17 @@ from infra.azure.settings import (
 )
 from infra.azure.storage import LakeStorage, LakeStorageArgs
 from infra.azure.synapse import SparkWorkspace, SparkWorkspaceArgs
-from infra.config import BRONZE_TABLE, EXPIRES_AT_TAG, PROJECT_DIR
+from infra.config import BRONZE_TABLE, EXPIRES_AT_TAG, PROJECT_DIR, Pipeline
 from infra.errors import NotBuiltError
+from infra.pipelines import (
+    PIPELINE_JOBS,
+    check_jobs_exist,
+    delta_pipeline_args,
+    pipeline_checkpoint,
+    pipeline_lake,
+)
 from infra.tags import tag_every_resource
 
-# Pipelines whose command-line flags the program knows how to fill in on Synapse.
-DEPLOYABLE = ("ingest",)
 # Key Vault secrets: the jobs' listen connection string (only the workspace identity may read it) and the load
 # generator's send connection string (only the identity that deployed the stack may read it).
 LISTEN_SECRET = "eventhubs-listen"
@@ -61,6 +66,8 @@ OUTPUT_NAMES = (
     "workspace_dev_endpoint",
     "cluster_id",
     "log_workspace_id",
+    "pipelines",
+    "batch_ids",
 )
 
 
@@ -81,16 +88,16 @@ def build_pool_inputs(settings: AzureStackSettings) -> PoolInputs:
     return PoolInputs(artifacts=artifacts, requirements=requirements)
 
 
-def check_buildable(settings: AzureStackSettings) -> None:
-    """Refuse, before any resource is declared, what this version cannot build or deploy."""
+def check_buildable(settings: AzureStackSettings, *, source_dir: Path = PROJECT_DIR) -> None:
+    """Refuse, before any resource is declared, what this version cannot build or deploy.
+
+    Args:
+        settings: validated settings.
+        source_dir: the checkout whose ``jobs/`` is packed for the pool.
+    """
     if not settings.cluster.enabled:
         return
-    missing = [p for p in settings.pipelines if p not in DEPLOYABLE]
-    if missing:
-        raise NotBuiltError(
-            f"lakestack:pipelines includes {missing[0]!r}, which cannot be deployed to Synapse yet "
-            f"(deployable: {', '.join(DEPLOYABLE)}); remove it from the list or run it locally."
-        )
+    check_jobs_exist(source_dir, settings.pipelines)
     if not settings.allowed_ip_ranges:
         raise NotBuiltError(
             "lakestack:network.allowedIpRanges is empty: storage, Key Vault, Event Hubs and the Synapse "
@@ -100,30 +107,65 @@ def check_buildable(settings: AzureStackSettings) -> None:
         )
 
 
+def _roots(settings: AzureStackSettings) -> tuple[str, str]:
+    """The lake's and the checkpoints' root URIs (``abfss://<filesystem>@<account>.dfs.core.windows.net``)."""
+    return settings.abfss("lake").rstrip("/"), settings.abfss("checkpoints").rstrip("/")
+
+
+def ingest_checkpoint(settings: AzureStackSettings) -> str:
+    """The ingest job's checkpoint: per hub, so a new hub (a new partition count) starts from one of its own."""
+    return settings.abfss("checkpoints", f"ingest/{settings.stream.name}")
+
+
 def job_args(
-    pipeline: str, settings: AzureStackSettings, *, vault_name: pulumi.Input[str]
+    pipeline: Pipeline, settings: AzureStackSettings, *, vault_name: pulumi.Input[str]
 ) -> list[pulumi.Input[str]]:
-    """Command-line flags of one pipeline on Synapse (contract C8 for ingest)."""
-    hub = settings.stream.name
+    """What one pipeline's Spark job runs on Synapse: ``<job> [flags]`` (what follows ``python -m jobs``).
+
+    Ingest reads the hub (contract C8); every other pipeline reads the lake with the jobs' shared command line
+    (contract C3), its tables and checkpoint named as on AWS (``infra.pipelines``), under ``abfss://``.
+    ``lakestack:jobFlags`` come last.
+    """
+    extra = settings.job_flags.get(pipeline, ())
     if pipeline == "ingest":
         return [
+            PIPELINE_JOBS["ingest"].job,
             "--source",
             "kafka",
             "--kafka-bootstrap",
             settings.kafka_bootstrap,
             "--topic",
-            hub,
+            settings.stream.name,
             "--table",
             settings.abfss("lake", BRONZE_TABLE),
-            # Per hub: a new hub (a new partition count) starts from a checkpoint of its own.
             "--checkpoint",
-            settings.abfss("checkpoints", f"ingest/{hub}"),
+            ingest_checkpoint(settings),
             "--kafka-key-vault",
             vault_name,
             "--kafka-secret-name",
             LISTEN_SECRET,
+            *extra,
         ]
-    raise NotBuiltError(f"no Synapse flags for pipeline {pipeline!r}; deployable: {', '.join(DEPLOYABLE)}")
+    lake, checkpoints = _roots(settings)
+    return list(
+        delta_pipeline_args(
+            pipeline, lake_root=lake, checkpoint_root=checkpoints, pipelines=settings.pipelines, extra=extra
+        )
+    )
+
+
+def pipeline_outputs(settings: AzureStackSettings) -> dict[str, dict[str, str | None]]:
+    """Per pipeline: its lake and checkpoint URIs (the AWS stack's ``pipelines`` output)."""
+    lake, checkpoints = _roots(settings)
+    return {
+        p: {
+            "lake": pipeline_lake(lake, p),
+            "checkpoint": ingest_checkpoint(settings)
+            if p == "ingest"
+            else pipeline_checkpoint(checkpoints, p),
+        }
+        for p in settings.pipelines
+    }
 
 
 @dataclass(frozen=True)
@@ -192,7 +234,9 @@ def _declare_core(settings: AzureStackSettings) -> _Core:
     return _Core(group, storage, hubs, secrets, client.subscription_id, client.object_id)
 
 
-def _declare_spark(settings: AzureStackSettings, core: _Core, inputs: PoolInputs) -> SparkWorkspace:
+def _declare_spark(
+    settings: AzureStackSettings, core: _Core, inputs: PoolInputs
+) -> tuple[SparkWorkspace, JobDeployment]:
     storage, hubs, secrets = core.storage, core.hubs, core.secrets
     spark = SparkWorkspace(
         "spark",
@@ -249,7 +293,7 @@ def _declare_spark(settings: AzureStackSettings, core: _Core, inputs: PoolInputs
         ),
     ]
     access = Access("spark-access", AccessArgs(subscription_id=core.subscription_id, grants=grants))
-    JobDeployment(
+    jobs = JobDeployment(
         "jobs",
         JobDeploymentArgs(
             artifacts=inputs.artifacts,
@@ -261,26 +305,31 @@ def _declare_spark(settings: AzureStackSettings, core: _Core, inputs: PoolInputs
             sizing=settings.sizing,
             parallelism=settings.parallelism,
             job_args={p: job_args(p, settings, vault_name=secrets.vault_name) for p in settings.pipelines},
+            batch_pipelines=frozenset(p for p in settings.pipelines if not PIPELINE_JOBS[p].streaming),
             depends_on=[access, endpoints, spark.libraries, *spark.firewall_rules],
         ),
     )
-    return spark
+    return spark, jobs
 
 
-def declare(settings: AzureStackSettings, *, inputs: PoolInputs | None) -> dict[str, pulumi.Input[object]]:
+def declare(
+    settings: AzureStackSettings, *, inputs: PoolInputs | None, source_dir: Path = PROJECT_DIR
+) -> dict[str, pulumi.Input[object]]:
     """Declare the Azure stack and return its outputs (see ``OUTPUT_NAMES``).
 
     Args:
         settings: validated Azure settings.
         inputs: artifacts and pool requirements; required when the settings enable the Spark pool.
+        source_dir: the checkout whose jobs are deployed.
     """
-    check_buildable(settings)
+    check_buildable(settings, source_dir=source_dir)
     core = _declare_core(settings)
     spark: SparkWorkspace | None = None
+    jobs: JobDeployment | None = None
     if settings.cluster.enabled:
         if inputs is None:
             raise NotBuiltError("the Spark pool is enabled but no job artifacts were built (internal error)")
-        spark = _declare_spark(settings, core, inputs)
+        spark, jobs = _declare_spark(settings, core, inputs)
     Access(
         "deployer-access",
         AccessArgs(
@@ -315,6 +364,8 @@ def declare(settings: AzureStackSettings, *, inputs: PoolInputs | None) -> dict[
         "workspace_dev_endpoint": spark.dev_endpoint if spark else None,
         "cluster_id": spark.pool_id if spark else None,
         "log_workspace_id": monitoring.workspace_id if monitoring else None,
+        "pipelines": pipeline_outputs(settings),
+        "batch_ids": jobs.batch_ids if jobs else None,
     }
 
 
@@ -353,18 +404,20 @@ def main(
     *,
     prepare: Callable[[AzureStackSettings], PoolInputs] | None = None,
     project_dir: Path | None = None,
+    source_dir: Path = PROJECT_DIR,
 ) -> None:
     """Run the Azure program: read and validate the stack configuration, declare, export.
 
     Args:
         prepare: builds the Spark side's local inputs (:func:`build_pool_inputs` when ``None``).
         project_dir: where the stack files are; the repository root by default.
+        source_dir: the checkout whose jobs are deployed; the repository root by default.
     """
     settings = azure_settings_from_pulumi(project_dir=project_dir)
-    check_buildable(settings)
+    check_buildable(settings, source_dir=source_dir)
     build = prepare or build_pool_inputs
     inputs = build(settings) if settings.cluster.enabled else None
     # The stack's tags (expiry included) on every Azure resource that takes tags, as on AWS.
     tag_every_resource(settings.tags)
-    for name, value in declare(settings, inputs=inputs).items():
+    for name, value in declare(settings, inputs=inputs, source_dir=source_dir).items():
         pulumi.export(name, value)

@@ -25,16 +25,19 @@ from infra.config import (
     EXPIRES_AT_TAG,
     PROJECT,
     PROJECT_DIR,
+    RESERVED_JOB_FLAGS,
     Pipeline,
     _bool,
     _int,
     _mapping,
     _parse_choice,
     _parse_expiry,
+    _parse_job_flags,
     _parse_pipelines,
     _stack_file_keys,
 )
 from infra.errors import ConfigError
+from infra.pipelines import PIPELINE_JOBS
 
 NodeSizeName = Literal["Small", "Medium", "Large", "XLarge", "XXLarge"]
 SparkVersion = Literal["3.5"]
@@ -52,6 +55,18 @@ POOL_NAME = "lakestack"
 # Synapse refuses a Spark pool of fewer than 3 nodes; one of them runs the driver.
 MIN_POOL_NODES = 3
 MAX_POOL_NODES = 200
+# A job that does no Spark work (maintenance: delta-rs in the driver) gets its driver node and one executor.
+BATCH_JOB_NODES = 2
+# On top of the AWS program's own flags, the Event Hubs flags the Azure program sets on the ingest job.
+AZURE_RESERVED_JOB_FLAGS = (
+    *RESERVED_JOB_FLAGS,
+    "--source",
+    "--kafka-bootstrap",
+    "--topic",
+    "--kafka-key-vault",
+    "--kafka-secret-name",
+    "--kafka-secret-env",
+)
 # Auto-pause delay bounds accepted by Synapse (minutes).
 MIN_IDLE_MINUTES, MAX_IDLE_MINUTES = 5, 7 * 24 * 60
 # Event Hubs Standard: 1-32 partitions per hub (fixed when the hub is created), retention 1 hour to 7 days,
@@ -97,6 +112,7 @@ _KNOWN_KEYS = (
     "deployerType",
     "ttlHours",
     "expiresAt",
+    "jobFlags",
 )
 _STREAM_KEYS = (
     "name",
@@ -138,8 +154,10 @@ NODE_SIZE_TABLE: dict[str, NodeSize] = {
 class PoolSizing:
     """The Spark pool shape derived from parallelism and the node size (the KPU rule, as on EMR).
 
-    ``workers`` nodes run one executor each with ``executor_cores`` task slots; one more node runs the driver,
-    and Synapse's floor of 3 nodes applies to the total.
+    Every pipeline is its own Spark job on the pool, and Synapse gives each executor and each driver a node
+    of its own (the node size's executor preset). So each streaming pipeline takes ``workers`` nodes, one
+    executor each with ``executor_cores`` task slots, plus one node for its driver; a job without Spark work
+    (maintenance) takes two. ``nodes`` is their sum, with Synapse's floor of 3.
     """
 
     workers: int
@@ -158,23 +176,37 @@ class PoolSizing:
 
 
 def size_pool(
-    *, parallelism: int, parallelism_per_worker: int, node: NodeSize, max_workers: int
+    *,
+    parallelism: int,
+    parallelism_per_worker: int,
+    node: NodeSize,
+    max_workers: int,
+    streaming_jobs: int = 1,
+    batch_jobs: int = 0,
 ) -> PoolSizing:
-    """Size the Spark pool: ``workers = ceil(parallelism / parallelism_per_worker)``, plus one driver node.
+    """Size the Spark pool: ``workers = ceil(parallelism / parallelism_per_worker)`` per streaming job, plus
+    one driver node each, plus :data:`BATCH_JOB_NODES` per batch job.
 
     Inputs are assumed validated: ``1 <= parallelism_per_worker <= node.vcores``, ``max_workers >= workers``.
     """
     workers = math.ceil(parallelism / parallelism_per_worker)
+    fixed = batch_jobs * BATCH_JOB_NODES
     return PoolSizing(
         workers=workers,
-        nodes=max(MIN_POOL_NODES, workers + 1),
-        max_nodes=max(MIN_POOL_NODES, max_workers + 1),
+        nodes=max(MIN_POOL_NODES, streaming_jobs * (workers + 1) + fixed),
+        max_nodes=max(MIN_POOL_NODES, streaming_jobs * (max_workers + 1) + fixed),
         max_workers=max_workers,
         executor_cores=parallelism_per_worker,
         executor_memory_gb=node.executor_memory_gb,
         node_size=node.name,
         vcores_per_node=node.vcores,
     )
+
+
+def job_counts(pipelines: tuple[Pipeline, ...]) -> tuple[int, int]:
+    """(streaming jobs, batch jobs) the pipelines run on the pool."""
+    streaming = sum(1 for p in pipelines if PIPELINE_JOBS[p].streaming)
+    return streaming, len(pipelines) - streaming
 
 
 def throughput_units(*, events_per_second: int, event_bytes: int) -> int:
@@ -256,16 +288,21 @@ class AzureStackSettings:
     security: SecuritySettings
     # Who runs `pulumi up`: Azure checks a role assignment's principal type against the principal.
     deployer_type: DeployerType = "User"
+    # Extra command-line flags per pipeline (lakestack:jobFlags), appended to what the program sets.
+    job_flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     expires_at: datetime = datetime(2000, 1, 1, tzinfo=UTC)
     cloud: Literal["azure"] = "azure"
     sizing: PoolSizing = field(init=False)
 
     def __post_init__(self) -> None:
+        streaming, batch = job_counts(self.pipelines)
         sizing = size_pool(
             parallelism=self.parallelism,
             parallelism_per_worker=self.parallelism_per_worker,
             node=NODE_SIZE_TABLE[self.cluster.node_size],
             max_workers=self.cluster.max_workers,
+            streaming_jobs=streaming,
+            batch_jobs=batch,
         )
         object.__setattr__(self, "sizing", sizing)
 
@@ -343,8 +380,13 @@ def parse_azure_settings(
     parallelism = _int(
         "lakestack:parallelism", config.get("parallelism", 4), minimum=1, maximum=None, where=where
     )
+    pipelines = _parse_pipelines(config.get("pipelines", ["ingest"]), where=where)
     cluster, per_worker = _parse_pool(
-        config.get("cluster"), config.get("parallelismPerWorker"), parallelism=parallelism, where=where
+        config.get("cluster"),
+        config.get("parallelismPerWorker"),
+        parallelism=parallelism,
+        jobs=job_counts(pipelines),
+        where=where,
     )
     return AzureStackSettings(
         stack=stack,
@@ -354,7 +396,7 @@ def parse_azure_settings(
         parallelism_per_worker=per_worker,
         stream=_parse_event_hub(config.get("stream"), prefix=prefix, parallelism=parallelism, where=where),
         cluster=cluster,
-        pipelines=_parse_pipelines(config.get("pipelines", ["ingest"]), where=where),
+        pipelines=pipelines,
         storage_account=_parse_account(config.get("storageAccount"), prefix=prefix, where=where),
         allowed_ip_ranges=_parse_network(config.get("network"), where=where),
         security=_parse_security(config.get("security"), where=where),
@@ -362,6 +404,9 @@ def parse_azure_settings(
             "lakestack:deployerType", config.get("deployerType", "User"), DEPLOYER_TYPES, where=where
         ),
         expires_at=_parse_expiry(config.get("ttlHours"), config.get("expiresAt"), now=now, where=where),
+        job_flags=_parse_job_flags(
+            config.get("jobFlags"), pipelines=pipelines, where=where, reserved=AZURE_RESERVED_JOB_FLAGS
+        ),
     )
 
 
@@ -402,9 +447,10 @@ def _parse_account(value: Any, *, prefix: str, where: str) -> str:
 
 
 def _parse_pool(
-    value: Any, per_worker_value: Any, *, parallelism: int, where: str
+    value: Any, per_worker_value: Any, *, parallelism: int, jobs: tuple[int, int], where: str
 ) -> tuple[PoolSettings, int]:
-    """``lakestack:cluster`` and ``lakestack:parallelismPerWorker`` (bounded by the node size's vCores)."""
+    """``lakestack:cluster`` and ``lakestack:parallelismPerWorker`` (bounded by the node size's vCores, and
+    by the pool's node limit shared by ``jobs``: (streaming, batch) jobs)."""
     raw = _mapping("lakestack:cluster", value, where=where, fields=_CLUSTER_KEYS)
     node_size = _parse_choice(
         "lakestack:cluster.nodeSize", raw.get("nodeSize", "Small"), NODE_SIZES, where=where
@@ -419,14 +465,17 @@ def _parse_pool(
         allowed=f"an integer from 1 to {node.vcores} (the vCores of a {node_size} node)",
     )
     workers = math.ceil(parallelism / per_worker)
-    # The driver takes one node of the pool: the workers may use the rest.
-    most = MAX_POOL_NODES - 1
+    # Each streaming job's driver takes a node, batch jobs take theirs: each job's workers share the rest.
+    streaming, batch = jobs
+    most = (MAX_POOL_NODES - batch * BATCH_JOB_NODES) // max(streaming, 1) - 1
     if workers > most:
         raise ConfigError(
             "lakestack:parallelism",
             parallelism,
-            f"at most {most * per_worker} at {per_worker} per worker (a Synapse pool has at most "
-            f"{MAX_POOL_NODES} nodes); raise lakestack:parallelismPerWorker or pick a larger node size",
+            f"at most {most * per_worker} at {per_worker} per worker with {streaming} streaming pipeline(s) "
+            f"(a Synapse pool has at most {MAX_POOL_NODES} nodes, and each pipeline runs its own executors "
+            "and driver); raise lakestack:parallelismPerWorker, pick a larger node size or deploy fewer "
+            "pipelines",
             where=where,
         )
     cluster = PoolSettings(

@@ -3,11 +3,14 @@ the checks before Spark starts, the query's transaction identity, per-batch metr
 (the newest batches' kept), and the run loop.
 
     python -m jobs <pipeline> --source-table URI --lake URI --checkpoint PATH
-        [--trigger available-now | processing-time=<N>s] [--endpoint-url URL] [--region R] [pipeline flags]
+        [--trigger available-now | processing-time=<N>s] [--endpoint-url URL] [--region R]
+        [--delta-reader auto | spark | python] [pipeline flags]
 
 A pipeline's ``run()`` calls :func:`preflight` before it builds a Spark session, so a wrong URI, missing
 credentials, an emulator that is not running or a checkpoint of another job is one line and exit 2 within a
 second or two, instead of an error from inside Spark's first micro-batch.
+
+Everything here keeps to Spark 3.5 APIs: the pipelines run on Synapse too.
 """
 
 from __future__ import annotations
@@ -29,9 +32,10 @@ import pyarrow.fs as pafs
 
 from jobs._files import filesystem_for, join
 from jobs.errors import AccessError, JobError, SettingsError, one_line
+from jobs.sources import DELTA_READERS
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
     from jobs.checkpoint import SourceRef
@@ -56,6 +60,7 @@ class JobSettings:
     trigger: str = "processing-time=5s"
     endpoint_url: str | None = None
     region: str | None = None
+    delta_reader: str = "auto"
 
     def __post_init__(self) -> None:
         for flag, value in (("--source-table", self.source_table), ("--lake", self.lake)):
@@ -69,6 +74,10 @@ class JobSettings:
             raise SettingsError(
                 f"--trigger: expected 'available-now' or 'processing-time=<N>s' (e.g. processing-time=5s), "
                 f"found {self.trigger!r}."
+            )
+        if self.delta_reader not in DELTA_READERS:
+            raise SettingsError(
+                f"--delta-reader: expected one of {', '.join(DELTA_READERS)}, found {self.delta_reader!r}."
             )
 
     @property
@@ -111,6 +120,13 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--endpoint-url", default=None, help="S3 endpoint for an emulator (s3:// URIs only)")
     parser.add_argument("--region", default=None, help="AWS region of s3:// tables")
+    parser.add_argument(
+        "--delta-reader",
+        default="auto",
+        choices=DELTA_READERS,
+        help="how --source-table is read: Spark's own Delta source (spark: Synapse, where its jars load), the "
+        "kit's Python source (python: Spark 4.0), or auto: Spark's where its classes load (default: %(default)s)",
+    )
 
 
 def common_settings(args: argparse.Namespace) -> dict[str, Any]:
@@ -122,6 +138,7 @@ def common_settings(args: argparse.Namespace) -> dict[str, Any]:
         "trigger": args.trigger,
         "endpoint_url": args.endpoint_url,
         "region": args.region,
+        "delta_reader": args.delta_reader,
     }
 
 
@@ -208,6 +225,24 @@ def _check_local_checkpoint(checkpoint: str) -> None:
             f"--checkpoint: expected a folder (or nothing yet) at {checkpoint}, found a file. Point --checkpoint "
             "at a new folder."
         )
+
+
+def read_bronze(spark: SparkSession, settings: JobSettings, *, max_files_per_trigger: int) -> DataFrame:
+    """The stream of ``--source-table`` through the Delta reader ``--delta-reader`` picks (contract C4).
+
+    Pipelines read only the bronze columns: ``_commit_version``/``_commit_timestamp`` are null on Spark's
+    own Delta reader (Synapse), so nothing may depend on them.
+    """
+    from jobs.sources import read_delta_stream
+
+    return read_delta_stream(
+        spark,
+        settings.source_table,
+        storage_options=settings.storage_options(settings.source_table),
+        max_files_per_trigger=max_files_per_trigger,
+        checkpoint_location=settings.checkpoint,
+        reader=settings.delta_reader,
+    )
 
 
 def query_app_id(spark: SparkSession, checkpoint: str, pipeline: str) -> str:

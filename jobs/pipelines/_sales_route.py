@@ -1,8 +1,8 @@
 """The sales pipeline's per-batch logic in Arrow, pure functions: routing classified bronze rows to silver,
 quarantine and the gold delta, adding a gold delta to stored gold rows, and the JSON sink's files.
 
-Spark classifies (parsing is parallel there); one ``toArrow()`` per micro-batch brings the rows to the
-driver, and everything after that is here, so it is tested without Spark.
+Spark classifies (parsing is parallel there); one ``jobs.lake.to_arrow`` per micro-batch brings the rows to
+the driver, and everything after that is here, so it is tested without Spark.
 """
 
 from __future__ import annotations

@@ -44,6 +44,7 @@ from jobs.pipelines._job import (
     common_settings,
     preflight,
     query_app_id,
+    read_bronze,
     run_until_done,
 )
 from jobs.pipelines._layout import LayoutResult, optimize
@@ -324,13 +325,6 @@ class FraudTables:
             table.create(schema)
 
 
-def _to_arrow(frame: DataFrame) -> pa.Table:
-    # Spark 4.0 has DataFrame.toArrow; Spark 3.5 (Synapse) has only the private method it wraps.
-    if hasattr(frame, "toArrow"):
-        return frame.toArrow()
-    return pa.Table.from_batches(getattr(frame, "_collect_as_arrow")())  # noqa: B009
-
-
 def _needs(table: LakeTable, app_id: str, batch_id: int) -> bool:
     from jobs.lake import with_retries
 
@@ -401,7 +395,9 @@ def make_batch_writer(
         if not pending:
             log.info("fraud: batch %d skipped: every table already has it", batch_id)
             return
-        data = _to_arrow(batch)
+        from jobs.lake import to_arrow
+
+        data = to_arrow(batch)
         parts = split_batch(data, batch_id=batch_id, now=clock(), model_version=model_version)
         kinds = Counter(data.column("kind").to_pylist())
         counts = batch_counts(kinds, late=int(pc.sum(parts[TRANSACTIONS].column("late")).as_py() or 0))
@@ -434,7 +430,7 @@ def start(
     Args:
         spark: the session.
         settings: the job's settings.
-        bronze: the bronze stream to read (default: the Delta source on the job's ``--source-table``).
+        bronze: the bronze stream to read (default: ``--source-table`` through the Delta reader).
         tables: the output tables (default: the fixed names under ``--lake``).
     """
     job = settings.job
@@ -442,15 +438,7 @@ def start(
     bound = tables or FraudTables.under(settings)
     bound.create()
     if bronze is None:
-        from jobs.sources import read_delta_stream
-
-        bronze = read_delta_stream(
-            spark,
-            job.source_table,
-            storage_options=job.storage_options(job.source_table),
-            max_files_per_trigger=settings.max_files_per_trigger,
-            checkpoint_location=job.checkpoint,
-        )
+        bronze = read_bronze(spark, job, max_files_per_trigger=settings.max_files_per_trigger)
     # The state store provider is fixed when a checkpoint is created; RocksDB keeps state off the JVM heap.
     spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
     spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "0")

@@ -1,8 +1,12 @@
 """The ``orders`` job: CDC events from bronze -> orders tables, copy-on-write or merge-on-read.
 
 ``python -m jobs orders --layout cow|mor --source-table URI --lake URI --checkpoint PATH
-[--trigger available-now | processing-time=<N>s] [--compact-every N] [--tombstone-retention 7d]``, and
-``python -m jobs orders --layout mor --lake URI --compact`` (merge every pending change into the base, exit).
+[--trigger available-now | processing-time=<N>s] [--compact-every N] [--tombstone-retention 7d]
+[--delta-reader auto|spark|python]``, and ``python -m jobs orders --layout mor --lake URI --compact`` (merge
+every pending change into the base, exit).
+
+Spark 3.5-clean (it runs on Synapse): bronze comes through ``jobs.sources.read_delta_stream`` (Spark's own
+Delta source there), a micro-batch's Arrow through ``jobs.lake.to_arrow``.
 
 Each micro-batch of bronze rows is classified by the shared envelope (contract C1): the orders' own events
 are parsed with an explicit schema, malformed rows go to ``orders_quarantine`` (C2), other scenarios'
@@ -39,7 +43,7 @@ import pyarrow.compute as pc
 
 from jobs._options import parse_duration, parse_trigger
 from jobs.errors import JobError, SettingsError
-from jobs.lake import LakeTable, storage_options_for, with_retries
+from jobs.lake import LakeTable, storage_options_for, to_arrow, with_retries
 from jobs.pipelines._cdc import CHANGE_SCHEMA
 from jobs.pipelines._envelope import (
     KIND,
@@ -66,6 +70,7 @@ from jobs.pipelines._orders_tables import (
     read_base,
     read_snapshot,
 )
+from jobs.sources import DELTA_READERS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -109,6 +114,8 @@ class OrdersSettings:
         compact_only: mor: merge every pending change into the base and exit (no stream).
         tombstone_retention: how long a deleted order's tombstone is kept.
         max_files_per_trigger: bronze files per micro-batch, at most.
+        delta_reader: how bronze is read (``jobs.sources.read_delta_stream``'s ``reader``): ``auto``, ``spark``
+            (Spark's own Delta source, Synapse) or ``python`` (the kit's source, Spark 4.0).
     """
 
     layout: Layout
@@ -122,6 +129,7 @@ class OrdersSettings:
     compact_only: bool = False
     tombstone_retention: timedelta = DEFAULT_TOMBSTONE_RETENTION
     max_files_per_trigger: int = 1000
+    delta_reader: str = "auto"
 
     def __post_init__(self) -> None:
         if self.layout not in LAYOUTS:
@@ -142,6 +150,9 @@ class OrdersSettings:
                     raise SettingsError(
                         f"{flag}: expected a URI or path, found nothing (needed unless --compact)."
                     )
+        self._check_stream_options()
+
+    def _check_stream_options(self) -> None:
         parse_trigger(self.trigger)
         if self.compact_every < 0:
             raise SettingsError(
@@ -154,6 +165,10 @@ class OrdersSettings:
         if self.max_files_per_trigger < 1:
             raise SettingsError(
                 f"--max-files-per-trigger: expected a whole number of at least 1, found {self.max_files_per_trigger}."
+            )
+        if self.delta_reader not in DELTA_READERS:
+            raise SettingsError(
+                f"--delta-reader: expected one of {', '.join(DELTA_READERS)}, found {self.delta_reader!r}."
             )
 
     @property
@@ -180,6 +195,7 @@ class OrdersSettings:
             trigger=self.trigger,
             endpoint_url=self.endpoint_url,
             region=self.region,
+            delta_reader=self.delta_reader,
         )
 
     @property
@@ -302,7 +318,7 @@ class OrdersJob:
     def write_batch(self, app_id: str, bronze: DataFrame, batch_id: int) -> BatchReport:
         """Apply one micro-batch exactly once (the ``foreachBatch`` body)."""
         started = time.perf_counter()
-        rows = classify(bronze, ORDERS_ENVELOPE).toArrow()
+        rows = to_arrow(classify(bronze, ORDERS_ENVELOPE))
         read_s = time.perf_counter() - started
         kinds = rows[KIND]
         bad = quarantine_arrow(rows, batch_id, self._clock())
@@ -360,19 +376,27 @@ class OrdersJob:
             self.on_batch(report, changes)
         return report
 
-    def start(self, spark: SparkSession) -> StreamingQuery:
-        """Start the streaming query (the caller waits on or stops it, then calls :meth:`close`)."""
+    def start(self, spark: SparkSession, *, bronze: DataFrame | None = None) -> StreamingQuery:
+        """Start the streaming query (the caller waits on or stops it, then calls :meth:`close`).
+
+        Args:
+            spark: the session.
+            bronze: the bronze stream to read (default: ``--source-table`` through the Delta reader
+                ``--delta-reader`` picks).
+        """
         from jobs.sources import read_delta_stream
 
         settings = self.settings
         assert settings.source_table is not None and settings.checkpoint is not None  # validated
-        bronze = read_delta_stream(
-            spark,
-            settings.source_table,
-            storage_options=settings.options_for(settings.source_table),
-            max_files_per_trigger=settings.max_files_per_trigger,
-            checkpoint_location=settings.checkpoint,
-        )
+        if bronze is None:
+            bronze = read_delta_stream(
+                spark,
+                settings.source_table,
+                storage_options=settings.options_for(settings.source_table),
+                max_files_per_trigger=settings.max_files_per_trigger,
+                checkpoint_location=settings.checkpoint,
+                reader=settings.delta_reader,
+            )
 
         def write(batch: DataFrame, batch_id: int) -> None:
             if self._app_id is None:
@@ -594,6 +618,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-files-per-trigger", type=int, default=1000, metavar="N", help="bronze files per micro-batch"
     )
+    parser.add_argument(
+        "--delta-reader",
+        default="auto",
+        choices=DELTA_READERS,
+        help="how --source-table is read: Spark's own Delta source (spark: Synapse, where its jars load), the "
+        "kit's Python source (python: Spark 4.0), or auto: Spark's where its classes load (default: %(default)s)",
+    )
 
 
 def settings_from_args(args: argparse.Namespace) -> OrdersSettings:
@@ -609,6 +640,7 @@ def settings_from_args(args: argparse.Namespace) -> OrdersSettings:
         compact_only=args.compact,
         tombstone_retention=parse_duration(args.tombstone_retention, name="--tombstone-retention"),
         max_files_per_trigger=args.max_files_per_trigger,
+        delta_reader=args.delta_reader,
     )
 
 

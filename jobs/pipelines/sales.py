@@ -3,7 +3,10 @@
 
     python -m jobs sales --source-table URI --lake URI --checkpoint PATH
         [--trigger available-now | processing-time=<N>s] [--endpoint-url URL] [--region R]
-        [--json-sink URI] [--watermark SECONDS] [--max-files-per-trigger N]
+        [--json-sink URI] [--watermark SECONDS] [--max-files-per-trigger N] [--delta-reader auto|spark|python]
+
+Spark 3.5-clean (it runs on Synapse): bronze comes through ``_job.read_bronze`` (Spark's own Delta source
+there), a micro-batch's Arrow through ``jobs.lake.to_arrow``.
 
 Per micro-batch: Spark classifies the bronze rows (``_envelope.classify``); the driver routes them in Arrow
 (``_sales_route``): invalid rows to the quarantine, the first delivery of each event_id to silver (a
@@ -52,6 +55,7 @@ from jobs.pipelines._job import (
     common_settings,
     preflight,
     query_app_id,
+    read_bronze,
     run_until_done,
 )
 from jobs.pipelines._sales_route import (
@@ -260,7 +264,9 @@ class SalesBatchWriter:
         if self._done(self.silver, batch_id):
             log.info("sales: batch %d skipped: already committed to %s", batch_id, self.silver.uri)
             return
-        rows = batch.select(*ROW_COLUMNS).toArrow()
+        from jobs.lake import to_arrow
+
+        rows = to_arrow(batch.select(*ROW_COLUMNS))
         now = datetime.now(UTC)
         actions = _silver_actions(self.silver)
         watermark = watermark_of(actions, self.settings.watermark)
@@ -361,20 +367,19 @@ def read_metrics(settings: SalesSettings) -> list[dict[str, Any]]:
     return BatchMetrics(job.checkpoint, job.storage_options(job.checkpoint)).read_all()
 
 
-def start(spark: SparkSession, settings: SalesSettings) -> StreamingQuery:
-    """Create the tables, then start the sales query and return it (the caller waits on or stops it)."""
-    from jobs.sources import read_delta_stream
+def start(spark: SparkSession, settings: SalesSettings, *, bronze: DataFrame | None = None) -> StreamingQuery:
+    """Create the tables, then start the sales query and return it (the caller waits on or stops it).
 
+    Args:
+        spark: the session.
+        settings: the job's settings.
+        bronze: the bronze stream to read (default: ``--source-table`` through the Delta reader).
+    """
     job = settings.job
     writer = SalesBatchWriter(spark, settings)
     writer.create_tables()
-    bronze = read_delta_stream(
-        spark,
-        job.source_table,
-        storage_options=job.storage_options(job.source_table),
-        max_files_per_trigger=settings.max_files_per_trigger,
-        checkpoint_location=job.checkpoint,
-    )
+    if bronze is None:
+        bronze = read_bronze(spark, job, max_files_per_trigger=settings.max_files_per_trigger)
     spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "0")
     log.info(
         "sales: %s -> %s, %s, %s%s; checkpoint %s, trigger %s",

@@ -1,8 +1,9 @@
-"""Stream sources for the Spark jobs: Kinesis Data Streams and Delta tables (Spark 4.0's Python Data Source
-API) and Kafka / Event Hubs (Spark's own Kafka source, or a Python one where that jar is absent).
+"""Stream sources for the Spark jobs: Kinesis Data Streams (Spark 4.0's Python Data Source API), Kafka / Event
+Hubs and Delta tables (Spark's own Kafka and Delta sources where their jars load, Python ones elsewhere).
 
-The Kinesis and Delta names load on first use: those sources need Spark 4.0, and importing this package must
-work on Synapse's Spark 3.5, where only the Kafka path runs.
+The Kinesis and Python Delta source names load on first use: those sources need Spark 4.0, and importing this
+package must work on Synapse's Spark 3.5. ``read_delta_stream`` / ``read_delta`` (``jobs.sources._delta_spark``)
+pick the Delta reader and import the Python source only when it is the one that runs.
 """
 
 from __future__ import annotations
@@ -11,6 +12,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from jobs.sources._delta_offsets import DeltaOffset
+from jobs.sources._delta_spark import (
+    DELTA_READERS,
+    DeltaReader,
+    DeltaStreamOptions,
+    choose_delta_reader,
+    read_delta,
+    read_delta_stream,
+)
 from jobs.sources._kinesis_preflight import check_kinesis_stream
 from jobs.sources._offsets import ShardPosition, StartPosition, StreamOffset, parse_starting_position
 from jobs.sources.errors import (
@@ -30,7 +39,7 @@ from jobs.sources.errors import (
 from jobs.sources.kafka import KafkaSettings, kafka_to_records, read_kafka_stream
 
 if TYPE_CHECKING:
-    from jobs.sources.delta import DeltaDataSource, DeltaSourceSettings, read_delta, read_delta_stream
+    from jobs.sources.delta import DeltaDataSource, DeltaSourceSettings
     from jobs.sources.kinesis import (
         KinesisDataSource,
         KinesisSourceSettings,
@@ -43,9 +52,7 @@ _LAZY = {
         ("KinesisDataSource", "KinesisSourceSettings", "read_kinesis_stream", "read_source_metrics"),
         "jobs.sources.kinesis",
     ),
-    **dict.fromkeys(
-        ("DeltaDataSource", "DeltaSourceSettings", "read_delta", "read_delta_stream"), "jobs.sources.delta"
-    ),
+    **dict.fromkeys(("DeltaDataSource", "DeltaSourceSettings"), "jobs.sources.delta"),
 }
 
 
@@ -56,13 +63,16 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "DELTA_READERS",
     "ChangeCommitError",
     "DataLossError",
     "DeltaDataSource",
     "DeltaLogError",
     "DeltaOffset",
+    "DeltaReader",
     "DeltaSourceError",
     "DeltaSourceSettings",
+    "DeltaStreamOptions",
     "DeltaTableNotFoundError",
     "KafkaReadError",
     "KafkaSettings",
@@ -78,6 +88,7 @@ __all__ = [
     "StreamNotFoundError",
     "StreamOffset",
     "check_kinesis_stream",
+    "choose_delta_reader",
     "kafka_to_records",
     "parse_starting_position",
     "read_delta",

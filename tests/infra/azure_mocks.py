@@ -10,7 +10,7 @@ from unittest import mock
 
 import pulumi
 import yaml
-from pulumi_mocks import Resource, Run
+from pulumi_mocks import JOB_FILES, Resource, Run, fake_checkout
 
 from infra.azure.deploy import SynapseArtifacts
 
@@ -115,8 +115,10 @@ def execute_azure_program(
     stack: str = "azure-dev",
     artifacts: SynapseArtifacts | None = None,
     run: Run | None = None,
+    job_files: tuple[str, ...] = JOB_FILES,
 ) -> Run:
-    """Run ``infra.program.main`` (which hands over to the Azure program) under mocks."""
+    """Run ``infra.program.main`` (which hands over to the Azure program) under mocks, deploying a checkout
+    that has ``job_files``."""
     from infra import program
     from infra.azure import program as azure_program
 
@@ -130,11 +132,12 @@ def execute_azure_program(
         artifacts=artifacts or fake_synapse_artifacts(tmp_path),
         requirements="deltalake>=1.1,<2\npyarrow>=19.0.1,<22\n",
     )
+    checkout = fake_checkout(tmp_path / "checkout", job_files)
     exported: dict[str, Any] = {}
 
     @pulumi.runtime.test
     def program_run():
-        program.main(project_dir=project)
+        program.main(project_dir=project, source_dir=checkout)
         return pulumi.Output.from_input(exported).apply(recorded.exports.update)
 
     with (

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from infra import artifacts as artifacts_module
 from infra.artifacts import (
     LAUNCHER,
     build_artifacts,
@@ -22,6 +23,7 @@ from infra.config import PROJECT_DIR
 from infra.errors import ArtifactError
 
 REQS = ("boto3>=1.35,<2", "deltalake>=1.1,<2")
+MODEL = "jobs/pipelines/fraud_model.json"
 
 
 @pytest.fixture
@@ -62,6 +64,13 @@ def test_hash_ignores_bytecode_but_not_target_or_requirements(project: Path):
     assert source_hash(project, requirements=REQS, architecture="x86_64") == before
     assert source_hash(project, requirements=REQS, architecture="aarch64") != before
     assert source_hash(project, requirements=(*REQS, "pandas>=2.2,<3"), architecture="x86_64") != before
+
+
+def test_hash_changes_with_what_the_wheel_holds(project: Path, monkeypatch):
+    # A build cached before package data was packed must not be reused for the same sources.
+    before = source_hash(project, requirements=REQS, architecture="x86_64")
+    monkeypatch.setattr(artifacts_module, "WHEEL_LAYOUT", "modules")
+    assert source_hash(project, requirements=REQS, architecture="x86_64") != before
 
 
 def test_hash_needs_the_jobs_folder(tmp_path: Path):
@@ -140,6 +149,11 @@ def test_jobs_wheel_is_reproducible_and_installable(project: Path, tmp_path: Pat
     assert "jobs/__main__.py" in names
     assert "lakestack_jobs-0.1.0.dist-info/RECORD" in names
     assert not any("__pycache__" in n for n in names)
+    # Package data rides along: the fraud job loads its model from the package, Spark its local log config.
+    assert sorted(n for n in names if not n.endswith(".py") and ".dist-info/" not in n) == [
+        "jobs/log4j2-local.properties",
+        MODEL,
+    ]
     target = tmp_path / "site"
     subprocess.run(
         [
@@ -158,6 +172,28 @@ def test_jobs_wheel_is_reproducible_and_installable(project: Path, tmp_path: Pat
         capture_output=True,
     )
     assert (target / "jobs" / "__main__.py").read_bytes() == (project / "jobs" / "__main__.py").read_bytes()
+    assert (target / MODEL).read_bytes() == (project / MODEL).read_bytes()
+
+
+def test_the_fraud_job_loads_its_model_from_the_wheel_as_a_zip_on_the_path(project: Path, tmp_path: Path):
+    # Synapse puts the wheel on spark.submit.pyFiles: the package is imported from the zip, not installed.
+    wheel = build_jobs_wheel(project, tmp_path / "dist")
+    script = (
+        "import sys\n"
+        f"sys.path.insert(0, {str(wheel)!r})\n"
+        "import jobs\n"
+        "from jobs.pipelines._fraud_model import load_model\n"
+        "model = load_model()\n"
+        "print(jobs.__file__)\n"
+        "print(','.join(model.features))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=120, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    where, features = result.stdout.splitlines()
+    assert where == f"{wheel}/jobs/__init__.py"
+    assert features == "amount,seconds_since_previous,previous_amount,count_last_minute"
 
 
 def test_build_packs_the_environment_for_the_cluster_target(project: Path, tmp_path: Path):
@@ -191,4 +227,14 @@ def test_build_packs_the_environment_for_the_cluster_target(project: Path, tmp_p
         assert {m.mtime for m in tar.getmembers()} == {0}
     assert artifacts.launcher.read_text().startswith('"""spark-submit entry')
     assert artifacts.wheel.name == "lakestack_jobs-0.1.0-py3-none-any.whl"
+    # The wheel EMR installs into the job environment carries the fraud model (package data).
+    with zipfile.ZipFile(artifacts.wheel) as archive:
+        assert archive.read(MODEL) == (project / MODEL).read_bytes()
+        record = archive.read("lakestack_jobs-0.1.0.dist-info/RECORD").decode()
+    assert [
+        line.split(",")[0] for line in record.splitlines() if line.startswith("jobs/pipelines/fraud")
+    ] == [
+        "jobs/pipelines/fraud.py",
+        MODEL,
+    ]
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [artifacts.content_hash]

@@ -4,6 +4,7 @@ exercised here: they need a real workspace, account and subscription."""
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -255,6 +256,10 @@ def test_synapse_artifacts_are_built_once_per_hash(tmp_path: Path):
     assert first.key_prefix == f"jobs/{first.content_hash}/"
     assert first.wheel.name == "lakestack_jobs-0.1.0-py3-none-any.whl"
     assert first.launcher.read_text().startswith('"""spark-submit entry')
+    # The pool imports the wheel from spark.submit.pyFiles: the fraud model must be inside it.
+    model = "jobs/pipelines/fraud_model.json"
+    with zipfile.ZipFile(first.wheel) as archive:
+        assert archive.read(model) == (PROJECT_DIR / model).read_bytes()
 
 
 class FakeArm:

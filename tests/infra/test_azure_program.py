@@ -80,6 +80,14 @@ def test_exports_the_outputs_and_no_secret(dev):
         "workspace_dev_endpoint": "https://lakestack-azdev.dev.azuresynapse.net",
         "cluster_id": POOL_ID,
         "log_workspace_id": f"{GROUP}/providers/Microsoft.OperationalInsights/workspaces/lakestack-azdev-logs",
+        "pipelines": {
+            "ingest": {
+                "lake": "abfss://lake@lakestackazdev.dfs.core.windows.net",
+                "checkpoint": "abfss://checkpoints@lakestackazdev.dfs.core.windows.net/ingest/events",
+            }
+        },
+        # The provider's output once `pulumi up` has run the job (the mocks run none).
+        "batch_ids": {"ingest": None},
     }
     assert "SharedAccessKey" not in repr(dev.exports)
 
