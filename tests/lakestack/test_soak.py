@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from lakestack.soak import (
@@ -57,10 +59,10 @@ def test_checkpoint_flat_after_warmup_passes() -> None:
         **{"batches:ingest": [0, 50, 100, 150, 200, 250, 300]},
     )
     budget = checkpoint_budget(samples, "ingest", warmup_s=120, retain=10, batches="batches:ingest")
-    # 1.4 files per batch at warm-up, 10 batches retained -> 14 files allowed above 140.
+    # 120 files in the first 100 batches: 1.2 per batch, 10 batches retained -> 12 files allowed above 140.
     assert (budget.ok, budget.limit, budget.found) == (
         True,
-        "<= 154 (warm-up 140 + 14 for 10 batches)",
+        "<= 152 (warm-up 140 + 12 for 10 batches)",
         "peak 150",
     )
 
@@ -85,26 +87,28 @@ def test_checkpoint_without_samples_after_warmup_fails() -> None:
 
 
 def test_table_files_saw_tooth_is_bounded() -> None:
-    # Maintenance every 120 s: files pile up and drop; peaks 9, 10, 9.
-    values = [1, 5, 9, 1, 5, 10, 1, 5, 9]
-    budget = table_budget(_samples("table_files:bronze", values), "bronze", warmup_s=0, period_s=180)
-    # first period (t 60..240): peak 9; last period (t 300..480): peak 10 <= 9 * 1.25 + 2
-    assert (budget.ok, budget.found) == (True, "last peak 10")
-    assert budget.limit == "last peak <= 13 (first peak 9 + 25% + 2)"
+    # Maintenance at 100, 220, 340 s leaves 2, 3, 2 files; samples catch the saw-tooth anywhere.
+    samples = _samples("table_files:bronze", [1, 30, 5, 40, 50, 4, 60])
+    budget = table_budget(
+        samples, "bronze", warmup_s=60, compactions=[(40.0, 9), (100.0, 2), (220.0, 3), (340.0, 2)]
+    )
+    assert (budget.ok, budget.limit, budget.found) == (
+        True,
+        "<= 4 after each maintenance run (first after warm-up 2 + 25% + 2)",
+        "3 at most after 3 run(s); sampled peak 60",
+    )
 
 
-def test_table_files_ramp_fails() -> None:
-    values = [0, 10, 20, 30, 40, 50, 60, 70]
-    budget = table_budget(_samples("table_files:sales", values), "sales", warmup_s=60, period_s=120)
-    # after warm-up: t 120..420; first period 120..240 peak 40, last 300..420 peak 70 > 52
-    assert (budget.ok, budget.found) == (False, "last peak 70")
+def test_table_files_whose_floor_grows_fail() -> None:
+    # Compaction that leaves more every time (e.g. it never ran on the new files): a ramp under the saw-tooth.
+    samples = _samples("table_files:sales", [0, 10, 20, 30])
+    budget = table_budget(samples, "sales", warmup_s=0, compactions=[(60.0, 10), (120.0, 20), (180.0, 30)])
+    assert (budget.ok, budget.found) == (False, "30 at most after 3 run(s); sampled peak 30")
 
 
-def test_table_files_short_soak_compares_halves() -> None:
-    values = [3, 4, 5, 6, 4]
-    budget = table_budget(_samples("table_files:t", values, every_s=10), "t", warmup_s=5, period_s=300)
-    # after warm-up t 10..40: halves of 30 s -> first (10..25) peak 5, last (25..40) peak 6 <= 8.25
-    assert (budget.ok, budget.found) == (True, "last peak 6")
+def test_table_files_never_compacted_after_warmup_fail() -> None:
+    budget = table_budget(_samples("table_files:t", [3, 4]), "t", warmup_s=30, compactions=[(10.0, 1)])
+    assert (budget.ok, budget.found) == (False, "none; sampled peak 4")
 
 
 @pytest.mark.parametrize(
@@ -164,7 +168,9 @@ def test_evaluate_names_every_failed_budget() -> None:
         ),
     ]
     landed = [(70.0, 1.0), (170.0, 1.0)]
-    result = evaluate(samples, warmup_s=60, retain=5, maintenance_period_s=60, landed=landed)
+    result = evaluate(
+        samples, warmup_s=60, retain=5, compactions={"bronze": [(90.0, 1), (150.0, 2)]}, landed=landed
+    )
     assert [(b.name, b.ok) for b in result.budgets] == [
         ("checkpoint files flat", False),  # 20 at warm-up + 5 allowed; 40 found
         ("table files bounded", True),
@@ -175,3 +181,23 @@ def test_evaluate_names_every_failed_budget() -> None:
     assert not result.ok
     assert result.slopes_per_hour["checkpoint_files:ingest"] == pytest.approx(600.0)
     assert result.to_dict()["series"]["rss_mib"] == [[0, 1000], [60, 1000], [120, 1100], [180, 1200]]
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"soak_sample_s": 40.0}, "--soak-sample: expected a time above 0 and at most half of --soak (60s)"),
+        ({"soak_warmup_s": 60.0}, "--soak-warmup: expected a time from 0 to below --soak (60s), found 60s"),
+        ({"soak_maintenance_s": 0.0}, "--soak-maintenance: expected a time above 0, found 0s"),
+    ],
+)
+def test_soak_settings_are_checked_once(fields: dict[str, float], message: str) -> None:
+    from lakestack.bench.settings import BenchSettings
+    from lakestack.errors import UserError
+
+    with pytest.raises(UserError, match=re.escape(message)):
+        BenchSettings(stack="local", soak_s=60.0, **{"soak_sample_s": 10.0, **fields})  # type: ignore[arg-type]
+    assert BenchSettings(stack="local", soak_s=60.0, soak_sample_s=10.0).load_summary() == (
+        "soak: constant load for 60s at 1,000 events/s per scenario (4 users), sampled every 10s, maintenance "
+        "every 300s"
+    )
