@@ -270,6 +270,17 @@ def evaluate(
     notes: Sequence[str] = (),
 ) -> SoakResult:
     """Every budget over the samples; latency from ``landed`` (seconds since start, latency) when given."""
+    if not samples:
+        return SoakResult(
+            samples=(),
+            warmup_s=warmup_s,
+            slopes_per_hour={},
+            budgets=(
+                Budget("samples taken", "all", "at least one", "none: the run ended before its load", False),
+            ),
+            latency_window_s=0.0,
+            notes=tuple(notes),
+        )
     names = list(dict.fromkeys(name for s in samples for name in s.values))
     budgets: list[Budget] = []
     for name in names:

@@ -201,3 +201,9 @@ def test_soak_settings_are_checked_once(fields: dict[str, float], message: str) 
         "soak: constant load for 60s at 1,000 events/s per scenario (4 users), sampled every 10s, maintenance "
         "every 300s"
     )
+
+
+def test_a_soak_stopped_before_its_load_says_nothing_was_sampled() -> None:
+    result = evaluate([], warmup_s=300, retain=100, compactions={})
+    assert (result.ok, result.failed) == (False, ["samples taken (all)"])
+    assert result.budgets[0].found == "none: the run ended before its load"
