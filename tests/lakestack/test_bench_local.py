@@ -89,7 +89,18 @@ class Bench:
         )
         self.lines: queue.Queue[str] = queue.Queue()
         self.stderr: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
+        self.stdout = ""
+        # Each pipe has one reader: communicate() would race the stderr thread for lines.
+        self._readers = [
+            threading.Thread(target=self._read, daemon=True),
+            threading.Thread(target=self._read_stdout, daemon=True),
+        ]
+        for reader in self._readers:
+            reader.start()
+
+    def _read_stdout(self) -> None:
+        assert self.process.stdout is not None
+        self.stdout = self.process.stdout.read()
 
     def _read(self) -> None:
         assert self.process.stderr is not None
@@ -112,10 +123,11 @@ class Bench:
         return [p for p in _marked(self.run_id) if name in " ".join(p.cmdline())]
 
     def finish(self) -> tuple[int, dict]:
-        stdout, _ = self.process.communicate(timeout=EXIT_TIMEOUT_S)
-        self.stdout = stdout
-        assert stdout.strip(), "".join(self.stderr)[-3000:]
-        return self.process.returncode, json.loads(stdout.strip().splitlines()[-1])
+        self.process.wait(timeout=EXIT_TIMEOUT_S)
+        for reader in self._readers:
+            reader.join(timeout=30)
+        assert self.stdout.strip(), "".join(self.stderr)[-3000:]
+        return self.process.returncode, json.loads(self.stdout.strip().splitlines()[-1])
 
     def assert_nothing_left(self) -> None:
         # Orphans of a dead parent are reaped by init a moment later: wait for that, don't race it.
