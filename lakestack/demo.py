@@ -355,9 +355,10 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
         )
         return f"sent {sent:,}{planned} acknowledged | {read} | {elapsed_s:.0f}s"
 
-    def send_load(self) -> int:
+    def send_load(self, *, on_tick: Callable[[], None] | None = None) -> int:
         """Run one Locust per scenario, at once, to its event budget while the jobs run; return the
-        events acknowledged."""
+        events acknowledged. ``on_tick`` is called on every status poll (about twice a second) while Locust
+        runs: the soak samples from it."""
         settings = self.settings
         # One ledger folder for every Locust: each process writes its own files (ledger-, truth-<scenario>-).
         acked = LedgerCount(self.ledger_dir)
@@ -380,6 +381,8 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
                     self.show.line(self._status(acked.update(), time.monotonic() - send_started))
                     if any(q.exception() is not None for q in self.queries.values()):
                         break
+                    if on_tick is not None:
+                        on_tick()
                     time.sleep(0.5)
                 if any(p.poll() is None for p in processes.values()) and time.monotonic() >= deadline:
                     self.notes.append(

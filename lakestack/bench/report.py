@@ -13,7 +13,8 @@ from typing import Any
 from lakestack.bench.cost import RunEstimate
 from lakestack.bench.lifecycle import Outcome
 from lakestack.bench.settings import BenchSettings
-from lakestack.report import ReportFiles, RunReport, write_report_files
+from lakestack.report import ReportFiles, RunReport, plots_markdown, write_report_files
+from lakestack.soak import SoakResult
 
 
 def _run_keys() -> list[str]:
@@ -30,6 +31,10 @@ class BenchReport:
     estimate: RunEstimate
     outcome: Outcome
     facts: Mapping[str, Any] = field(default_factory=dict)
+    # A soak's samples and budgets (``--soak``); None for a plain bench.
+    soak: SoakResult | None = None
+    # Maintenance runs beside a soak: one entry per table and run.
+    maintenance: tuple[Mapping[str, Any], ...] = ()
     started_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
 
     @property
@@ -38,13 +43,25 @@ class BenchReport:
 
     @property
     def ok(self) -> bool:
-        """The run completed, every acknowledged event landed exactly once, and teardown completed."""
-        return self.outcome.exit_code == 0
+        """The run completed, every acknowledged event landed exactly once, teardown completed, and a soak's
+        every budget passed."""
+        return self.exit_code == 0
+
+    @property
+    def exit_code(self) -> int:
+        """The outcome's (0, 1, or 128 + signal); a completed soak with a failed budget is 1."""
+        code = self.outcome.exit_code
+        if code == 0 and self.soak is not None and not self.soak.ok:
+            return 1
+        return code
 
     def to_dict(self) -> dict[str, Any]:
         run = self.run
         data: dict[str, Any] = run.to_dict() if run is not None else dict.fromkeys(_run_keys())
         data["ok"] = run is not None and run.ok and self.outcome.status == "completed"
+        if self.soak is not None:
+            data["ok"] = data["ok"] and self.soak.ok
+            data["soak"] = {**self.soak.to_dict(), "maintenance": [dict(m) for m in self.maintenance]}
         return {
             **data,
             "stack": self.settings.stack,
@@ -72,6 +89,13 @@ class BenchReport:
             head = run.verdict()
         else:
             head = "FAIL: no report"
+        if self.soak is not None:
+            soak = self.soak
+            head += (
+                "; soak budgets met"
+                if soak.ok
+                else f"; soak budgets FAILED: {', '.join(soak.failed) or 'none judged'}"
+            )
         teardown = outcome.teardown
         tail = "teardown complete" if teardown.complete else f"teardown {teardown.summary()}"
         return f"{head}; {tail}"
@@ -103,6 +127,7 @@ class BenchReport:
         if self.estimate.notes:
             lines += ["", "Cost estimate:", "", *[f"- {note}" for note in self.estimate.notes]]
         lines += self._stream_section()
+        lines += self._soak_section()
         if self.run is not None:
             # The run report follows as a section of this one.
             run_text = self.run.to_markdown().splitlines()
@@ -132,18 +157,82 @@ class BenchReport:
             f"| reads throttled (ReadProvisionedThroughputExceeded) | {count('read_throttled_calls')} |",
         ]
 
+    def _soak_section(self) -> list[str]:
+        soak = self.soak
+        if soak is None:
+            return []
+        lines = [
+            "",
+            "## Soak",
+            "",
+            f"{len(soak.samples)} samples; warm-up {soak.warmup_s:g} s; latency windows {soak.latency_window_s:g} s. "
+            f"**{'Every budget met' if soak.ok else 'Failed: ' + ', '.join(soak.failed)}.**",
+            "",
+            "| budget | series | limit | found | verdict |",
+            "|---|---|---|---|---|",
+            *[
+                f"| {b.name} | `{b.series}` | {b.limit} | {b.found} | {'pass' if b.ok else '**FAIL**'} |"
+                for b in soak.budgets
+            ],
+            "",
+            "Slope per hour of each series after warm-up (least squares):",
+            "",
+            "| series | last value | slope per hour |",
+            "|---|---|---|",
+        ]
+        last = soak.samples[-1].values if soak.samples else {}
+        for name, slope in soak.slopes_per_hour.items():
+            shown = "n/a" if slope is None else f"{slope:+,.3f}"
+            lines.append(f"| `{name}` | {last.get(name, 'n/a')} | {shown} |")
+        if self.maintenance:
+            runs = len({m["t_s"] for m in self.maintenance})
+            failed = [m for m in self.maintenance if m.get("error")]
+            lines += [
+                "",
+                f"Maintenance ran {runs} time(s) over {len(self.maintenance)} table run(s); "
+                f"{len(failed)} failed.",
+            ]
+        if soak.notes:
+            lines += ["", *[f"- {note}" for note in soak.notes]]
+        return lines
+
+    def soak_text(self) -> list[str]:
+        """The budget table for the terminal."""
+        soak = self.soak
+        if soak is None:
+            return []
+        lines = ["", f"soak: {len(soak.samples)} samples, warm-up {soak.warmup_s:g} s"]
+        for b in soak.budgets:
+            lines.append(
+                f"  {'pass' if b.ok else 'FAIL'}  {b.name:<22} {b.series:<36} {b.found}  (limit {b.limit})"
+            )
+        return lines
+
     def to_text(self) -> str:
         width = max(len(label) for label, _ in self._rows())
         lines = [f"  {label:<{width}}  {value}" for label, value in self._rows()]
         body = [self.run.to_text(), ""] if self.run is not None else []
-        return "\n".join([*body, "lakestack bench", *lines, "", self.verdict()])
+        return "\n".join([*body, "lakestack bench", *lines, *self.soak_text(), "", self.verdict()])
 
     def write(self) -> ReportFiles:
-        """report.json, report.md, report.html and the plots, in ``report_dir``."""
+        """report.json, report.md, report.html and the plots (a soak's too), in ``report_dir``."""
+        markdown = self.to_markdown()
+        if self.soak is not None and self.soak.samples:
+            from lakestack.plots import plots_available
+
+            if plots_available():
+                from lakestack.soak_plots import render_soak_plots
+
+                plots = render_soak_plots(self.soak, self.report_dir / "plots")
+                markdown = (
+                    markdown.rstrip("\n")
+                    + "\n"
+                    + plots_markdown(plots, self.report_dir).replace("## Plots", "## Soak plots", 1)
+                )
         return write_report_files(
             self.report_dir,
             data=self.to_dict(),
-            markdown=self.to_markdown(),
+            markdown=markdown,
             timeline=None if self.run is None else self.run.timeline,
             title=f"lakestack bench: stack {self.settings.stack}",
         )

@@ -40,10 +40,14 @@ def make_bench(
     """
     if stack.is_local:
         from lakestack.bench.local import LocalBench
+        from lakestack.bench.soak import SoakBench
 
         # Spark runs on this machine only for the emulator stack; a cloud stack runs it on the cluster.
         check_java(os.environ)
+        if settings.soak_s is not None:
+            return SoakBench(settings, show, critical=guard.critical)
         return LocalBench(settings, show, critical=guard.critical)
+
     from lakestack.bench.cloud import CloudBench
 
     if settings.pipelines is not None:
@@ -65,6 +69,11 @@ def bench(
         PulumiCliMissingError: a cloud stack without the Pulumi CLI.
     """
     stack = load_stack_settings(settings.stack, project_dir=project_dir)
+    if settings.soak_s is not None and not stack.is_local:
+        raise UserError(
+            f"--soak runs on --stack local only (the emulator); stack {stack.stack} is in the cloud, where a soak "
+            "of hours is billed by the hour and not built yet. Run `lakestack bench --stack local --soak 30m`."
+        )
     estimate = estimate_run_cost(
         stack,
         duration_s=settings.duration_s,
@@ -89,7 +98,16 @@ def bench(
         print(
             f"lakestack bench: {outcome.summary()} (details: {target.run_dir / 'error.txt'})", file=sys.stderr
         )
-    report = BenchReport(settings, target.run_dir, estimate, outcome, facts=getattr(target, "facts", {}))
+    soak = getattr(target, "result", None)
+    report = BenchReport(
+        settings,
+        target.run_dir,
+        estimate,
+        outcome,
+        facts=getattr(target, "facts", {}),
+        soak=soak,
+        maintenance=tuple(getattr(target, "maintenance", ())),
+    )
     files = report.write()
     print(report.to_text())
     print(f"\nreport: {files.markdown}, {files.html} and {files.json}")

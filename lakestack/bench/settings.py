@@ -11,6 +11,8 @@ from loadtest.shapes import SHAPES
 DEFAULT_DURATION_S = 300.0
 DEFAULT_MAX_COST_USD = 5.0
 DEFAULT_DRAIN_TIMEOUT_S = 600.0
+DEFAULT_SOAK_SAMPLE_S = 60.0
+DEFAULT_SOAK_MAINTENANCE_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,9 @@ class BenchSettings:
         max_records_per_shard: ingest cap per shard per micro-batch (local only).
         pipelines: the demo's pipelines to run (local only; every one when None; a cloud stack runs its
             ``lakestack:pipelines``).
+        soak_s: a soak (local only): steady load this long with maintenance beside the pipelines, sampled
+            every ``soak_sample_s``, judged against budgets after ``soak_warmup_s`` (None: 5 minutes or a
+            sixth of the soak); maintenance runs every ``soak_maintenance_s``.
     """
 
     stack: str
@@ -45,6 +50,10 @@ class BenchSettings:
     port: int | None = None
     max_records_per_shard: int = 10_000
     pipelines: tuple[str, ...] | None = None
+    soak_s: float | None = None
+    soak_sample_s: float = DEFAULT_SOAK_SAMPLE_S
+    soak_warmup_s: float | None = None
+    soak_maintenance_s: float = DEFAULT_SOAK_MAINTENANCE_S
 
     def __post_init__(self) -> None:
         problems = [
@@ -58,9 +67,36 @@ class BenchSettings:
                 f"--drain-timeout: expected a time above 0, found {self.drain_timeout_s:g}s",
             ),
         ]
+        if self.soak_s is not None:
+            problems += self._soak_problems(self.soak_s)
         for failed, message in problems:
             if failed:
                 raise UserError(message)
 
+    def _soak_problems(self, soak_s: float) -> list[tuple[bool, str]]:
+        warmup = self.soak_warmup_s
+        return [
+            (soak_s <= 0, f"--soak: expected a time above 0, found {soak_s:g}s"),
+            (
+                not 0 < self.soak_sample_s <= soak_s / 2,
+                f"--soak-sample: expected a time above 0 and at most half of --soak ({soak_s:g}s) so there are "
+                f"at least 3 samples, found {self.soak_sample_s:g}s",
+            ),
+            (
+                warmup is not None and not 0 <= warmup < soak_s,
+                f"--soak-warmup: expected a time from 0 to below --soak ({soak_s:g}s), found {warmup or 0:g}s",
+            ),
+            (
+                self.soak_maintenance_s <= 0,
+                f"--soak-maintenance: expected a time above 0, found {self.soak_maintenance_s:g}s",
+            ),
+        ]
+
     def load_summary(self) -> str:
+        if self.soak_s is not None:
+            return (
+                f"soak: constant load for {self.soak_s:g}s at {self.rate:,.0f} events/s per scenario "
+                f"({self.users} users), sampled every {self.soak_sample_s:g}s, maintenance every "
+                f"{self.soak_maintenance_s:g}s"
+            )
         return f"{self.shape} shape for {self.duration_s:g}s, up to {self.users} users and {self.rate:,.0f} events/s"

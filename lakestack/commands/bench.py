@@ -19,11 +19,13 @@ from loadtest.shapes import SHAPES
 def _run(args: argparse.Namespace) -> int:
     from lakestack.bench import BenchSettings, bench
 
+    soak = args.soak
     settings = BenchSettings(
         stack=args.stack,
-        duration_s=args.duration,
+        # A soak is a steady load for its whole length.
+        duration_s=args.duration if soak is None else soak,
         max_cost_usd=args.max_cost,
-        shape=args.shape,
+        shape=args.shape if soak is None else "constant",
         users=args.users,
         rate=args.rate,
         keep=args.keep,
@@ -32,13 +34,17 @@ def _run(args: argparse.Namespace) -> int:
         port=args.port,
         max_records_per_shard=args.max_records_per_shard,
         pipelines=args.pipelines,
+        soak_s=soak,
+        soak_sample_s=args.soak_sample,
+        soak_warmup_s=args.soak_warmup,
+        soak_maintenance_s=args.soak_maintenance,
     )
     report = bench(settings)
     if args.json:
         import json
 
         print(json.dumps(report.to_dict()))
-    return report.outcome.exit_code
+    return report.exit_code
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -112,6 +118,42 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=positive_int,
         default=10_000,
         help="local: ingest cap per shard per micro-batch (default: %(default)s)",
+    )
+    soak = parser.add_argument_group(
+        "soak (--stack local)",
+        "Hold a steady load (constant shape at --rate per scenario) through ingest and every pipeline with the "
+        "maintenance job beside them; sample memory, checkpoints, tables, state store and latency; judge the "
+        "slopes after warm-up against budgets. Exit status 0 only when every budget passes and every event "
+        "landed exactly once. Ctrl-C stops it and still reports what was sampled.",
+    )
+    soak.add_argument(
+        "--soak",
+        type=duration,
+        default=None,
+        metavar="DURATION",
+        help="soak this long, e.g. 30m (replaces --duration)",
+    )
+    soak.add_argument(
+        "--soak-sample",
+        type=duration,
+        default=60.0,
+        metavar="DURATION",
+        help="time between samples (default: 60s)",
+    )
+    soak.add_argument(
+        "--soak-warmup",
+        type=duration,
+        default=None,
+        metavar="DURATION",
+        help="samples before this are not judged (default: 5m, or a sixth of a shorter soak)",
+    )
+    soak.add_argument(
+        "--soak-maintenance",
+        type=duration,
+        default=300.0,
+        metavar="DURATION",
+        help="run maintenance (compaction + log checkpoint of bronze and every pipeline table) this often "
+        "(default: 5m)",
     )
     parser.add_argument(
         "--json",

@@ -91,3 +91,13 @@ def test_help(command, capsys):
         main([*command, "--help"])
     assert caught.value.code == 0
     assert "usage: lakestack " + command[0] in capsys.readouterr().out
+
+
+def test_a_soak_on_a_cloud_stack_is_refused_before_anything_starts(tmp_path):
+    result = lakestack("bench", "--stack", "dev", "--soak", "30m", path=str(tmp_path))
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "lakestack bench: error: --soak runs on --stack local only (the emulator); stack dev is in the cloud, "
+        "where a soak of hours is billed by the hour and not built yet. Run `lakestack bench --stack local "
+        "--soak 30m`."
+    )

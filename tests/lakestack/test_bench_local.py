@@ -89,7 +89,18 @@ class Bench:
         )
         self.lines: queue.Queue[str] = queue.Queue()
         self.stderr: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
+        self.stdout = ""
+        # Each pipe has one reader: communicate() would race the stderr thread for lines.
+        self._readers = [
+            threading.Thread(target=self._read, daemon=True),
+            threading.Thread(target=self._read_stdout, daemon=True),
+        ]
+        for reader in self._readers:
+            reader.start()
+
+    def _read_stdout(self) -> None:
+        assert self.process.stdout is not None
+        self.stdout = self.process.stdout.read()
 
     def _read(self) -> None:
         assert self.process.stderr is not None
@@ -112,9 +123,11 @@ class Bench:
         return [p for p in _marked(self.run_id) if name in " ".join(p.cmdline())]
 
     def finish(self) -> tuple[int, dict]:
-        stdout, _ = self.process.communicate(timeout=EXIT_TIMEOUT_S)
-        assert stdout.strip(), "".join(self.stderr)[-3000:]
-        return self.process.returncode, json.loads(stdout.strip().splitlines()[-1])
+        self.process.wait(timeout=EXIT_TIMEOUT_S)
+        for reader in self._readers:
+            reader.join(timeout=30)
+        assert self.stdout.strip(), "".join(self.stderr)[-3000:]
+        return self.process.returncode, json.loads(self.stdout.strip().splitlines()[-1])
 
     def assert_nothing_left(self) -> None:
         # Orphans of a dead parent are reaped by init a moment later: wait for that, don't race it.
@@ -198,4 +211,53 @@ def test_an_interrupted_bench_tears_down_and_leaves_no_process(tmp_path, signum,
     )
     markdown = (Path(result["report_dir"]) / "report.md").read_text()
     assert f"**INTERRUPTED: {name} during {phase}; teardown complete**" in markdown
+    bench.assert_nothing_left()
+
+
+@pytest.mark.slow
+def test_a_short_soak_samples_on_schedule_and_reports_its_budgets(tmp_path):
+    # Ingest alone at a small rate, 60 s sampled every 10 s: what is tested is the soak's loop and report
+    # (the budgets' arithmetic is tested on literal samples in test_soak.py).
+    bench = Bench(
+        tmp_path,
+        "--soak", "60s", "--soak-sample", "10s", "--soak-maintenance", "20s",
+        "--rate", "20", "--users", "1", "--pipelines", "ingest",
+    )  # fmt: skip
+    status, result = bench.finish()
+    stderr = "".join(bench.stderr)
+    soak = result["soak"]
+    assert (result["outcome"], result["teardown"], result["missing"], result["duplicates"]) == (
+        "completed",
+        "complete",
+        0,
+        0,
+    ), stderr[-3000:]
+    # One status line per sample: at 0, 10, ..., 60 s.
+    assert [
+        line.split("soak sample ")[1].split(" at")[0] for line in bench.stderr if "soak sample " in line
+    ] == [f"{i}/7" for i in range(1, 8)]
+    assert soak["samples"] == 7
+    # A sixth of 60 s; the latency windows a third of the ~50 s after it.
+    assert soak["warmup_s"] == 10.0
+    assert 15.0 < soak["latency_window_s"] < 18.0
+    assert [b["name"] for b in soak["budgets"]] == [
+        "checkpoint files flat",
+        "table files bounded",
+        "RSS growth",
+        "latency p95 steady",
+    ]
+    assert [b["series"] for b in soak["budgets"]][:2] == ["checkpoint_files:ingest", "table_files:bronze"]
+    assert len(soak["series"]["rss_mib"]) == 7
+    assert {"checkpoint_mib:ingest", "delta_log_mib:bronze", "latency_p95_s"} <= set(soak["series"])
+    assert soak["maintenance"] and {m["table"] for m in soak["maintenance"]} == {"bronze"}
+    # Exit 0 exactly when every budget passed (and every event landed once).
+    assert status == (0 if soak["ok"] else 1)
+    assert result["ok"] == soak["ok"]
+    report_dir = Path(result["report_dir"])
+    markdown = (report_dir / "report.md").read_text()
+    assert "## Soak" in markdown and "| budget | series | limit | found | verdict |" in markdown
+    assert "## Soak plots" in markdown
+    for name in ("soak_rss", "soak_checkpoint_files", "soak_table_files", "soak_delta_log", "soak_latency"):
+        assert (report_dir / "plots" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "soak: 7 samples, warm-up 10 s" in bench.stdout
     bench.assert_nothing_left()

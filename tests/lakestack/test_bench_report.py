@@ -11,6 +11,7 @@ from lakestack.bench.report import BenchReport
 from lakestack.bench.settings import BenchSettings
 from lakestack.reconcile import reconcile
 from lakestack.report import RunReport
+from lakestack.soak import Sample, SoakResult, evaluate
 
 ESTIMATE = RunEstimate(0.8, 0.84, 0.83, 600_000, 0.57, 0.165, {"stack_hours": 0.7, "data": 0.1}, ("50 min",))
 
@@ -76,3 +77,51 @@ def test_a_cloud_run_shows_what_the_stream_counted_beside_the_ledger(tmp_path):
     assert "| stream_name | lakestack-dev-events |" in markdown
     assert report.to_dict()["target"]["cloudwatch"]["max_iterator_age_ms"] == 2500.0
     assert (report.ok, report.to_dict()["ok"]) == (True, True)
+
+
+def _soak(rss: list[float]) -> SoakResult:
+    samples = [
+        Sample(t, {"rss_mib": r, "checkpoint_files:ingest": 10, "batches:ingest": t, "table_files:bronze": 3})
+        for t, r in zip((0.0, 60.0, 120.0, 180.0), rss, strict=True)
+    ]
+    return evaluate(
+        samples,
+        warmup_s=60,
+        retain=100,
+        compactions={"bronze": [(90.0, 1), (150.0, 1)]},
+        landed=[(70.0, 1.0), (170.0, 1.1)],
+    )
+
+
+def test_a_completed_soak_with_a_failed_budget_exits_1_naming_it(tmp_path):
+    settings = BenchSettings(stack="local", reports_dir=tmp_path, soak_s=180.0, soak_sample_s=60.0)
+    outcome = Outcome(report=_run(), teardown=Teardown(True))
+    growing = BenchReport(settings, tmp_path / "a", ESTIMATE, outcome, soak=_soak([1000, 1000, 1100, 1200]))
+    assert (growing.exit_code, growing.ok, growing.to_dict()["ok"]) == (1, False, False)
+    assert growing.verdict() == (
+        "PASS: every acknowledged event landed exactly once; soak budgets FAILED: RSS growth (rss_mib); "
+        "teardown complete"
+    )
+    assert growing.to_dict()["soak"]["failed"] == ["RSS growth (rss_mib)"]
+    flat = BenchReport(settings, tmp_path / "b", ESTIMATE, outcome, soak=_soak([1000, 1000, 1000, 1000]))
+    assert (flat.exit_code, flat.to_dict()["ok"]) == (0, True)
+    markdown = flat.write().markdown.read_text()
+    assert "| RSS growth | `rss_mib` | < 5%/h of 1,000 MiB | +0.00%/h (+0.0 MiB/h) | pass |" in markdown
+    assert "| `batches:ingest` | 180.0 | +3,600.000 |" in markdown
+    assert "![Resident memory of the process tree" in markdown
+
+
+def test_an_interrupted_soak_still_reports_what_was_sampled(tmp_path):
+    settings = BenchSettings(stack="local", reports_dir=tmp_path, soak_s=1800.0)
+    outcome = Outcome(status="interrupted", detail="SIGINT during load", signum=2, teardown=Teardown(True))
+    report = BenchReport(settings, tmp_path / "run", ESTIMATE, outcome, soak=_soak([1000, 1000, 1000, 1000]))
+    assert report.exit_code == 130
+    files = report.write()
+    document = json.loads(files.json.read_text())
+    assert (document["ok"], document["soak"]["samples"], len(document["soak"]["series"]["rss_mib"])) == (
+        False,
+        4,
+        4,
+    )
+    assert "## Soak" in files.markdown.read_text()
+    assert (tmp_path / "run" / "plots" / "soak_rss.png").read_bytes()[:4] == b"\x89PNG"
