@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from lakestack.emulator.faults import FaultSpec
 from lakestack.errors import UserError
 from loadtest.shapes import SHAPES
 
@@ -31,6 +32,8 @@ class BenchSettings:
         max_records_per_shard: ingest cap per shard per micro-batch (local only).
         pipelines: the demo's pipelines to run (local only; every one when None; a cloud stack runs its
             ``lakestack:pipelines``).
+        faults: faults the emulator injects (local only; None: none), as ``lakestack demo --faults``.
+        faults_seed: the seed of the fault generator (local only; None: a random one, in the report).
     """
 
     stack: str
@@ -45,6 +48,8 @@ class BenchSettings:
     port: int | None = None
     max_records_per_shard: int = 10_000
     pipelines: tuple[str, ...] | None = None
+    faults: FaultSpec | None = None
+    faults_seed: int | None = None
 
     def __post_init__(self) -> None:
         problems = [
@@ -63,4 +68,7 @@ class BenchSettings:
                 raise UserError(message)
 
     def load_summary(self) -> str:
-        return f"{self.shape} shape for {self.duration_s:g}s, up to {self.users} users and {self.rate:,.0f} events/s"
+        summary = f"{self.shape} shape for {self.duration_s:g}s, up to {self.users} users and {self.rate:,.0f} events/s"
+        if self.faults is not None and self.faults.kinds:
+            summary += f", injecting faults {self.faults.to_text()}"
+        return summary

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from lakestack.commands._types import (
+    add_fault_arguments,
     duration,
     non_negative_float,
     pipeline_names,
@@ -32,6 +33,8 @@ def _run(args: argparse.Namespace) -> int:
         port=args.port,
         max_records_per_shard=args.max_records_per_shard,
         pipelines=args.pipelines,
+        faults=args.faults,
+        faults_seed=args.faults_seed,
     )
     report = bench(settings)
     if args.json:
@@ -113,6 +116,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=10_000,
         help="local: ingest cap per shard per micro-batch (default: %(default)s)",
     )
+    # local only: the emulator injects them, as in `lakestack demo`; refused for a cloud stack.
+    add_fault_arguments(parser)
     parser.add_argument(
         "--json",
         action="store_true",
