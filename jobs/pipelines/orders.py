@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 
 from jobs._options import parse_duration, parse_trigger
 from jobs.errors import JobError, SettingsError
-from jobs.lake import LakeTable, storage_options_for, with_retries
+from jobs.lake import LakeTable, storage_options_for, to_arrow, with_retries
 from jobs.pipelines._cdc import CHANGE_SCHEMA
 from jobs.pipelines._envelope import (
     KIND,
@@ -302,7 +302,7 @@ class OrdersJob:
     def write_batch(self, app_id: str, bronze: DataFrame, batch_id: int) -> BatchReport:
         """Apply one micro-batch exactly once (the ``foreachBatch`` body)."""
         started = time.perf_counter()
-        rows = classify(bronze, ORDERS_ENVELOPE).toArrow()
+        rows = to_arrow(classify(bronze, ORDERS_ENVELOPE))
         read_s = time.perf_counter() - started
         kinds = rows[KIND]
         bad = quarantine_arrow(rows, batch_id, self._clock())
