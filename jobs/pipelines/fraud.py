@@ -156,7 +156,8 @@ def detect(transactions: DataFrame, *, watermark_seconds: int) -> DataFrame:
     # the event time only as `txn_us` (plain microseconds) and carries the watermark on a null column
     # instead, which no row is ever "behind": the watermark still exists (the timeout needs it), and late
     # rows reach the state function, which judges lateness by the same watermark, flags them, and never
-    # loses them. tests/jobs/pipelines/test_fraud_stream.py proves late rows arrive.
+    # loses them. tests/jobs/pipelines/test_fraud_job.py::test_late_transactions_are_written_flagged_and_not_judged
+    # proves late rows arrive.
     guard = (
         F.lit(None).cast("timestamp").alias(_WATERMARK_GUARD, metadata={_DELAY_KEY: watermark_seconds * 1000})
     )

@@ -45,6 +45,8 @@ class LocalBench:
                 max_records_per_shard=settings.max_records_per_shard,
                 duration_s=settings.duration_s,
                 shape=settings.shape,
+                faults=settings.faults,
+                faults_seed=settings.faults_seed,
             ),
             show,
         )

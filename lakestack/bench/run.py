@@ -36,7 +36,8 @@ def make_bench(
 
     Raises:
         PulumiCliMissingError: a cloud stack, and no ``pulumi`` CLI on PATH.
-        UserError: ``--pipelines`` for a cloud stack (its stack file says which run).
+        UserError: ``--pipelines`` for a cloud stack (its stack file says which run); ``--faults`` or
+            ``--faults-seed`` for a cloud stack (only the emulator injects faults).
     """
     if stack.is_local:
         from lakestack.bench.local import LocalBench
@@ -50,6 +51,12 @@ def make_bench(
 
     from lakestack.bench.cloud import CloudBench
 
+    if settings.faults is not None or settings.faults_seed is not None:
+        raise UserError(
+            f"--faults and --faults-seed apply to --stack local only (the embedded emulator injects them); "
+            f"stack {stack.stack} runs on real cloud services: drop them, or run `lakestack bench --stack local "
+            "--faults ...`"
+        )
     if settings.pipelines is not None:
         raise UserError(
             f"--pipelines applies to --stack local only; stack {stack.stack} runs the pipelines in its "

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from lakestack.emulator.faults import FaultSpec
 from lakestack.errors import UserError
 from loadtest.shapes import SHAPES
 
@@ -36,6 +37,8 @@ class BenchSettings:
         soak_s: a soak (local only): steady load this long with maintenance beside the pipelines, sampled
             every ``soak_sample_s``, judged against budgets after ``soak_warmup_s`` (None: 5 minutes or a
             sixth of the soak); maintenance runs every ``soak_maintenance_s``.
+        faults: faults the emulator injects (local only; None: none), as ``lakestack demo --faults``.
+        faults_seed: the seed of the fault generator (local only; None: a random one, in the report).
     """
 
     stack: str
@@ -54,6 +57,8 @@ class BenchSettings:
     soak_sample_s: float = DEFAULT_SOAK_SAMPLE_S
     soak_warmup_s: float | None = None
     soak_maintenance_s: float = DEFAULT_SOAK_MAINTENANCE_S
+    faults: FaultSpec | None = None
+    faults_seed: int | None = None
 
     def __post_init__(self) -> None:
         problems = [
@@ -94,9 +99,13 @@ class BenchSettings:
 
     def load_summary(self) -> str:
         if self.soak_s is not None:
-            return (
+            summary = (
                 f"soak: constant load for {self.soak_s:g}s at {self.rate:,.0f} events/s per scenario "
                 f"({self.users} users), sampled every {self.soak_sample_s:g}s, maintenance every "
                 f"{self.soak_maintenance_s:g}s"
             )
-        return f"{self.shape} shape for {self.duration_s:g}s, up to {self.users} users and {self.rate:,.0f} events/s"
+        else:
+            summary = f"{self.shape} shape for {self.duration_s:g}s, up to {self.users} users and {self.rate:,.0f} events/s"
+        if self.faults is not None and self.faults.kinds:
+            summary += f", injecting faults {self.faults.to_text()}"
+        return summary

@@ -39,7 +39,7 @@ def fault_spec(value: str) -> FaultSpec:
 
 
 def add_fault_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--faults SPEC`` and ``--faults-seed N``, shared by ``local up`` and ``demo``."""
+    """``--faults SPEC`` and ``--faults-seed N``, shared by ``local up``, ``demo`` and ``bench`` (local only)."""
     from lakestack.emulator.faults import EXAMPLE, KINDS
 
     kinds = "; ".join(f"{kind}: {what}" for kind, what in KINDS.items())

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from lakestack.commands._types import (
+    add_fault_arguments,
     duration,
     non_negative_float,
     pipeline_names,
@@ -38,6 +39,8 @@ def _run(args: argparse.Namespace) -> int:
         soak_sample_s=args.soak_sample,
         soak_warmup_s=args.soak_warmup,
         soak_maintenance_s=args.soak_maintenance,
+        faults=args.faults,
+        faults_seed=args.faults_seed,
     )
     report = bench(settings)
     if args.json:
@@ -155,6 +158,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="run maintenance (compaction + log checkpoint of bronze and every pipeline table) this often "
         "(default: 5m)",
     )
+    # local only: the emulator injects them, as in `lakestack demo`; refused for a cloud stack.
+    add_fault_arguments(parser)
     parser.add_argument(
         "--json",
         action="store_true",

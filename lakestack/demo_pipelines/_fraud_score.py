@@ -5,7 +5,8 @@ Pure functions over what the job wrote (Arrow tables) and the truth, so every nu
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Set
+from collections import Counter
+from collections.abc import Iterable, Mapping, Set
 from datetime import datetime
 from typing import Any
 
@@ -39,6 +40,28 @@ def _excused(missed: Set[str], transactions: pa.Table) -> set[str]:
 
 def _rounded(value: float | None, digits: int = 4) -> float | None:
     return None if value is None else round(value, digits)
+
+
+def silver_figures(acknowledged: Iterable[str], transactions: pa.Table) -> dict[str, int]:
+    """Silver ``transactions`` against the acknowledged valid transactions: each must be there exactly once.
+
+    Args:
+        acknowledged: event ids of the valid transactions the stream acknowledged (the ledger's key; one
+            generated transaction is one event, and a resent event keeps its id).
+        transactions: silver, with ``event_id`` and ``transaction_id``.
+
+    Returns:
+        ``missing`` (acknowledged, not in silver), ``unexpected`` (in silver, never acknowledged) and
+        ``duplicates`` (rows beyond the first per ``transaction_id``, the id the job removes duplicates by).
+    """
+    expected = Counter(set(acknowledged))
+    found = Counter(str(e) for e in transactions.column("event_id").to_pylist())
+    per_transaction = Counter(str(t) for t in transactions.column("transaction_id").to_pylist())
+    return {
+        "missing": sum((expected - Counter(set(found))).values()),
+        "duplicates": sum(n - 1 for n in per_transaction.values()),
+        "unexpected": sum((Counter(set(found)) - expected).values()),
+    }
 
 
 def rule_figures(

@@ -1,10 +1,12 @@
 """The fraud pipeline in the demo: its query beside ingest, then its tables judged against the truth.
 
-Checks (each must hold for ``ok``): every injected fraud alerted once and nothing else (precision and recall
-1.0 when nothing was late; with late transactions, every fraud that could be judged), the quarantine holds
-exactly the malformed records' positions, every other scenario's row was counted, and bronze rows = silver +
-quarantined + duplicates removed + other types. Also reported: detection latency, the model's ROC AUC and
-precision at its threshold, and the transactions table's layout before and after compaction + Z-order.
+Checks (each must hold for ``ok``): silver ``transactions`` holds every acknowledged valid transaction
+exactly once (``missing``, ``duplicates``, ``unexpected``); every injected fraud alerted once and nothing
+else (precision and recall 1.0 when nothing was late; with late transactions, every fraud that could be
+judged), the quarantine holds exactly the malformed records' positions, every other scenario's row was
+counted, and bronze rows = silver + quarantined + duplicates removed + other types. Also reported: detection
+latency, the model's ROC AUC and precision at its threshold, and the transactions table's layout before and
+after compaction + Z-order.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from lakestack.demo_pipelines._base import Loads, RunContext
-from lakestack.demo_pipelines._fraud_score import model_figures, rule_figures
+from lakestack.demo_pipelines._fraud_score import model_figures, rule_figures, silver_figures
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
@@ -67,10 +69,12 @@ class FraudPipeline:
             uri = job.table(name)
             return DeltaRsEngine().table(uri, storage_options=job.storage_options(uri))
 
-        truth = {
-            tid for part in loads["transactions"].truths for tid in part.get("fraud_transaction_ids", [])
-        }
+        load = loads["transactions"]
+        truth = {tid for part in load.truths for tid in part.get("fraud_transaction_ids", [])}
+        malformed = load.malformed()
+        acknowledged_valid = [e.event_id for e in load.entries if e.event_id not in malformed]
         transactions = table(fraud.TRANSACTIONS).read()
+        silver = silver_figures(acknowledged_valid, transactions)
         alerts = table(fraud.ALERTS)
         commits = {c.batch_id: c.timestamp for c in alerts.commits() if c.batch_id is not None}
         figures = rule_figures(truth, alerts.read(), transactions, commits)
@@ -95,6 +99,7 @@ class FraudPipeline:
         )
         checks = {
             "transactions": transactions.num_rows,
+            **silver,
             "quarantined": sum(quarantined.values()),
             "expected_quarantined": sum(expected_quarantine.values()),
             "quarantine_matches_truth": quarantined == expected_quarantine,
@@ -111,6 +116,7 @@ class FraudPipeline:
         }
         ok = bool(
             figures.pop("ok")
+            and silver == {"missing": 0, "duplicates": 0, "unexpected": 0}
             and checks["quarantine_matches_truth"]
             and checks["other_types"] == checks["expected_other_types"]
             and checks["invariant_holds"]

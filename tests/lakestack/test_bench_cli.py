@@ -101,3 +101,54 @@ def test_a_soak_on_a_cloud_stack_is_refused_before_anything_starts(tmp_path):
         "where a soak of hours is billed by the hour and not built yet. Run `lakestack bench --stack local "
         "--soak 30m`."
     )
+
+
+def test_faults_reach_the_local_benchs_demo_run(monkeypatch, tmp_path):
+    import types
+
+    import lakestack.bench
+    from lakestack.bench.local import LocalBench
+    from lakestack.demo import Progress
+    from lakestack.emulator.faults import FaultSpec
+
+    seen = []
+
+    def fake_bench(settings):
+        seen.append(settings)
+        return types.SimpleNamespace(outcome=types.SimpleNamespace(exit_code=0))
+
+    monkeypatch.setattr(lakestack.bench, "bench", fake_bench)
+    argv = ["bench", "--stack", "local", "--reports-dir", str(tmp_path)]
+    assert main([*argv, "--faults", "put-throttle=0.2,s3-503=5%", "--faults-seed", "7"]) == 0
+    (settings,) = seen
+    assert (settings.faults, settings.faults_seed) == (FaultSpec(put_throttle=0.2, s3_503=0.05), 7)
+    assert settings.load_summary() == (
+        "ramp shape for 300s, up to 4 users and 1,000 events/s, injecting faults put-throttle=0.2,s3-503=0.05"
+    )
+    demo = LocalBench(settings, Progress())._run.settings
+    assert (demo.faults, demo.faults_seed) == (FaultSpec(put_throttle=0.2, s3_503=0.05), 7)
+    assert main(argv) == 0
+    assert (seen[1].faults, seen[1].faults_seed, seen[1].load_summary()) == (
+        None,
+        None,
+        "ramp shape for 300s, up to 4 users and 1,000 events/s",
+    )
+
+
+def test_a_bad_faults_spec_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as caught:
+        main(["bench", "--stack", "local", "--faults", "put-throttle=2"])
+    assert caught.value.code == 2
+    assert "argument --faults: " in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("faults", [["--faults", "put-throttle=0.1"], ["--faults-seed", "3"]])
+def test_faults_on_a_cloud_stack_are_refused_in_one_line(tmp_path, faults):
+    result = lakestack("bench", "--stack", "dev", "--duration", "60s", *faults, path=str(tmp_path))
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "lakestack bench: error: --faults and --faults-seed apply to --stack local only (the embedded emulator "
+        "injects them); stack dev runs on real cloud services: drop them, or run `lakestack bench --stack local "
+        "--faults ...`"
+    )
+    assert result.stdout == ""

@@ -137,8 +137,10 @@ class Bench:
 
 @pytest.mark.slow
 def test_bench_local_runs_the_whole_loop_and_reports_with_plots(tmp_path):
+    # With throttled puts (cheap: the producer resends them), to show the faults reach the bench's demo run.
+    faults = ["--faults", "put-throttle=0.1", "--faults-seed", "3"]
     bench = Bench(
-        tmp_path, "--pipelines", "ingest,sales", "--duration", "15s", "--rate", "300", "--users", "2"
+        tmp_path, "--pipelines", "ingest,sales", "--duration", "15s", "--rate", "300", "--users", "2", *faults
     )
     status, result = bench.finish()
     assert status == 0, "".join(bench.stderr)[-3000:]
@@ -173,10 +175,15 @@ def test_bench_local_runs_the_whole_loop_and_reports_with_plots(tmp_path):
         "ingest": True,
         "sales": True,
     }
+    markdown = (report_dir / "report.md").read_text()
     assert (
         "**PASS: every acknowledged event landed exactly once; pipelines ok: sales; teardown complete**"
-        in (report_dir / "report.md").read_text()
+        in markdown
     )
+    throttled = result["faults"]["kinds"]["put-throttle"]
+    assert (result["faults"]["spec"], result["faults"]["seed"]) == ("put-throttle=0.1", 3)
+    assert throttled["injected"] > 0 and throttled["survived"] == throttled["injected"], throttled
+    assert "faults injected (seed 3)" in markdown
     bench.assert_nothing_left()
 
 

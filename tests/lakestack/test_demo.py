@@ -78,6 +78,47 @@ def test_demo_json_reports_every_event_landed_once_and_the_sales_pipeline_ok(tmp
 
 
 @pytest.mark.slow
+def test_demo_runs_the_orders_pipeline_and_both_layouts_match_the_truth(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "lakestack", "demo", "--pipelines", "ingest,orders", "--events", "300",
+         "--rate", "300", "--users", "2", "--reports-dir", str(tmp_path), "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=400,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    # The orders scenario alone: ingest needs no other load when orders runs.
+    assert {key: report[key] for key in ("events_sent", "events_landed", "missing", "duplicates", "ok")} == {
+        "events_sent": 300,
+        "events_landed": 300,
+        "missing": 0,
+        "duplicates": 0,
+        "ok": True,
+    }
+    assert sorted(report["pipelines"]) == ["ingest", "orders"]
+    orders = report["pipelines"]["orders"]
+    assert orders["ok"] is True, orders
+    assert (orders["cow"]["matches_expected"], orders["mor"]["matches_expected"]) == (True, True)
+    assert orders["cow"]["rows"] == orders["mor"]["rows"] == orders["expected_rows"] > 0
+    assert orders["time_travel"]["ok"] is True
+    assert (orders["events_generated"], orders["bronze_rows"], orders["other_types"]) == (300, 300, 0)
+    assert orders["quarantined"] == orders["expected_quarantined"]
+    assert (
+        orders["changes_applied"]
+        + orders["quarantined"]
+        + orders["duplicates_removed"]
+        + orders["other_types"]
+        == 300
+    )
+    assert orders["invariant_holds"] is True
+    (run_dir,) = tmp_path.iterdir()
+    assert (run_dir / orders["plot"]).read_text().startswith("<svg ")
+    assert "pipelines ok: orders" in result.stdout
+
+
+@pytest.mark.slow
 def test_demo_on_the_azure_path_reconciles_every_event(tmp_path):
     """Locust (Event Hubs user) -> Kafka-protocol broker -> Spark (Kafka source) -> Delta on Azurite."""
     result = subprocess.run(

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 
-from lakestack.demo_pipelines._fraud_score import model_figures, rule_figures
+from lakestack.demo_pipelines._fraud_score import model_figures, rule_figures, silver_figures
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 UTC_US = pa.timestamp("us", tz="UTC")
@@ -112,3 +112,32 @@ def test_a_run_without_frauds_and_without_alerts_is_ok():
         None,
     )
     assert figures["ok"] is True
+
+
+def silver(rows):
+    """rows: (event id, transaction id)."""
+    return pa.table({"event_id": [r[0] for r in rows], "transaction_id": [r[1] for r in rows]})
+
+
+def test_silver_holds_every_acknowledged_transaction_once():
+    acknowledged = ["e1", "e2", "e3", "e2"]  # e2 was resent: the ledger holds it twice, silver once
+    assert silver_figures(acknowledged, silver([("e1", "t1"), ("e2", "t2"), ("e3", "t3")])) == {
+        "missing": 0,
+        "duplicates": 0,
+        "unexpected": 0,
+    }
+
+
+def test_silver_missing_duplicated_and_unexpected_transactions_are_counted():
+    acknowledged = ["e1", "e2", "e3", "e4"]
+    found = silver(
+        [
+            ("e1", "t1"),
+            ("e1", "t1"),  # the same event twice
+            ("e2", "t2"),
+            ("e2b", "t2"),  # the same transaction under another event id: a duplicate and never acknowledged
+            ("e9", "t9"),  # never acknowledged
+        ]
+    )
+    assert silver_figures(acknowledged, found) == {"missing": 2, "duplicates": 2, "unexpected": 2}
+    assert silver_figures([], silver([])) == {"missing": 0, "duplicates": 0, "unexpected": 0}

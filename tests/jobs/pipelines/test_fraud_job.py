@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -13,6 +20,7 @@ from jobs.pipelines import fraud
 from jobs.pipelines._job import JobSettings
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _payload(tid: str, account: str, amount: float, at_s: float) -> bytes:
@@ -212,3 +220,96 @@ def test_late_transactions_are_written_flagged_and_not_judged(spark, job):
     features = {k: txns["ok"][k] for k in ("seconds_since_previous", "previous_amount", "count_last_minute")}
     assert features == {"seconds_since_previous": 60.0, "previous_amount": 0.0, "count_last_minute": 0}
     assert (txns["o2"]["seconds_since_previous"], txns["o2"]["count_last_minute"]) == (60.0, 0)
+
+
+_CHILD = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from jobs.lake import LakeTable
+    from jobs.pipelines import fraud
+    from jobs.pipelines._job import JobSettings
+    from jobs.session import build_session
+
+    bronze, lake, checkpoint, marker = sys.argv[1:5]
+    append = LakeTable.append
+
+    def stalling(self, data, **kwargs):
+        # Batch 1: its transactions commit lands, then the batch stalls (before its alerts) until killed.
+        result = append(self, data, **kwargs)
+        if kwargs.get("batch_id") == 1 and self.uri.rstrip("/").endswith("/" + fraud.TRANSACTIONS):
+            Path(marker).write_text("batch 1 half-written")
+            time.sleep(300)
+        return result
+
+    LakeTable.append = stalling
+    job = JobSettings(
+        source_table=bronze, lake=lake, checkpoint=checkpoint, trigger="processing-time=0.5s"
+    )
+    settings = fraud.FraudSettings(job=job, watermark_seconds=120, max_files_per_trigger=1)
+    fraud.start(build_session("fraud-kill-child"), settings).awaitTermination(300)
+    """
+)
+
+
+@pytest.mark.slow
+def test_killed_mid_batch_then_restarted_alerts_once(spark, tmp_path):
+    bronze = Bronze(str(tmp_path / "bronze"))
+    # One commit per micro-batch (max_files_per_trigger=1). Batch 1 completes A's and B's patterns.
+    bronze.add([_payload("a-s", "A", 0.42, 0), _payload("b-l", "B", 777.0, 40)])
+    bronze.add(
+        [_payload("a-l", "A", 612.5, 50), _payload("b-s", "B", 0.05, 10), _payload("c-o", "C", 20.0, 55)]
+    )
+    bronze.add([_payload("d-s", "D", 0.99, 60), _payload("d-l", "D", 500.01, 120)])
+    job = JobSettings(
+        source_table=str(tmp_path / "bronze"),
+        lake=str(tmp_path / "lake"),
+        checkpoint=str(tmp_path / "checkpoint"),
+    )
+    marker = tmp_path / "killed-here"
+    script = tmp_path / "child.py"
+    script.write_text(_CHILD)
+    child = subprocess.Popen(
+        [sys.executable, str(script), job.source_table, job.lake, str(job.checkpoint), str(marker)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not marker.exists() and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert marker.exists(), f"the child never reached batch 1 (exit status {child.poll()})"
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)  # the driver, its JVM and its Python workers at once
+        child.wait(timeout=30)
+
+    settings = fraud.FraudSettings(job=job, watermark_seconds=120, max_files_per_trigger=1)
+    # Killed between batch 1's two commits: its transactions are in, its alerts are not.
+    assert sorted(r["transaction_id"] for r in _read(settings, fraud.TRANSACTIONS)) == [
+        "a-l",
+        "a-s",
+        "b-l",
+        "b-s",
+        "c-o",
+    ]
+    assert _read(settings, fraud.ALERTS) == []
+
+    _run(spark, settings)
+
+    alerts = sorted(
+        (r["account_id"], r["small_transaction_id"], r["large_transaction_id"], r["batch_id"])
+        for r in _read(settings, fraud.ALERTS)
+    )
+    assert alerts == [("A", "a-s", "a-l", 1), ("B", "b-s", "b-l", 1), ("D", "d-s", "d-l", 2)]
+    assert sorted(r["transaction_id"] for r in _read(settings, fraud.TRANSACTIONS)) == [
+        "a-l",
+        "a-s",
+        "b-l",
+        "b-s",
+        "c-o",
+        "d-l",
+        "d-s",
+    ]

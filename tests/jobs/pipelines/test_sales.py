@@ -175,6 +175,71 @@ def test_a_crash_after_gold_before_silver_never_doubles_a_minute(spark, tmp_path
     assert gold_batches == sorted(set(gold_batches))  # one merge per batch, batch 1 included once
 
 
+def _sale(event_id: str, product: str, at: datetime, amount: str):
+    from loadtest.events import Event
+
+    stamp = at.isoformat().replace("+00:00", "Z")
+    body = {
+        "event_type": "sales",
+        "event_id": event_id,
+        "event_time": stamp,
+        "SalesId": int(event_id[1:]),
+        "ProductName": product,
+        "SalesDateTime": stamp,
+        "SalesAmount": float(amount),
+    }
+    return Event(event_id, stamp, product, json.dumps(body).encode())
+
+
+def test_a_bronze_commit_far_behind_the_watermark_lands_in_silver_and_in_gold_as_late(spark, tmp_path):
+    bronze = Bronze(str(tmp_path / "bronze"))
+    minute = START.replace(second=0)  # 03:04
+    bronze.append(
+        [
+            _sale("s1", "Widget", minute + timedelta(seconds=5), "10.00"),
+            _sale("s2", "Widget", minute + timedelta(seconds=30), "5.50"),
+            _sale("s3", "Gadget", minute + timedelta(minutes=16), "7.25"),  # 03:20: the watermark is 03:10
+        ]
+    )
+    # One commit an hour behind (and a few minutes behind) the watermark, with one sale still on time.
+    bronze.append(
+        [
+            _sale("s4", "Widget", minute - timedelta(hours=1) + timedelta(seconds=10), "3.00"),
+            _sale("s5", "Gadget", minute + timedelta(seconds=50), "2.50"),
+            _sale("s6", "Widget", minute + timedelta(seconds=59), "1.25"),
+            _sale("s7", "Gadget", minute + timedelta(minutes=15), "4.00"),  # 03:19, after 03:10: on time
+        ]
+    )
+    settings = _settings(tmp_path, bronze)
+
+    assert sales.run(settings, spark=spark) == 0
+
+    assert sorted(r["event_id"] for r in _read(settings.silver)) == ["s1", "s2", "s3", "s4", "s5", "s6", "s7"]
+    gold = sorted(
+        (
+            r["product_name"],
+            f"{r['minute']:%H:%M}",
+            r["sales"],
+            str(r["revenue"]),
+            r["late_sales"],
+            str(r["late_revenue"]),
+        )
+        for r in _read(settings.gold)
+    )
+    assert gold == [
+        ("Gadget", "03:04", 0, "0.00", 1, "2.50"),
+        ("Gadget", "03:19", 1, "4.00", 0, "0.00"),
+        ("Gadget", "03:20", 1, "7.25", 0, "0.00"),
+        ("Widget", "02:04", 0, "0.00", 1, "3.00"),
+        ("Widget", "03:04", 2, "15.50", 1, "1.25"),
+    ]
+    metrics = sales.read_metrics(settings)
+    assert [(m["silver_rows"], m["late"], m["watermark"]) for m in metrics] == [
+        (3, 0, None),
+        (4, 3, "2026-01-02T03:10:00+00:00"),
+    ]
+
+
 def test_job_entry_lists_sales_and_refuses_bad_flags_in_one_line(tmp_path):
     listed = subprocess.run(
         [sys.executable, "-m", "jobs", "--help"], capture_output=True, text=True, timeout=60
