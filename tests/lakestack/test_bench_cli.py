@@ -115,7 +115,7 @@ def test_faults_reach_the_local_benchs_demo_run(monkeypatch, tmp_path):
 
     def fake_bench(settings):
         seen.append(settings)
-        return types.SimpleNamespace(outcome=types.SimpleNamespace(exit_code=0))
+        return types.SimpleNamespace(exit_code=0)
 
     monkeypatch.setattr(lakestack.bench, "bench", fake_bench)
     argv = ["bench", "--stack", "local", "--reports-dir", str(tmp_path)]
