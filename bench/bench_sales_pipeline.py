@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import statistics
 import sys
 import tempfile
@@ -149,6 +150,7 @@ def main() -> int:
         f"ratio pipeline/drain = {pipeline_rate / drain_rate:.2f} (no target: the cost of classifying, routing, writing)"
     )
     print(f"peak RSS of the job's process tree: {rss.peak / 2**30:.2f} GiB")
+    print(f"load average (1, 5, 15 min): {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
     spark.stop()
     return 0
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import re
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -399,9 +401,27 @@ def _register(spark: SparkSession) -> None:
         spark.dataSource.register(DeltaDataSource)
 
 
+def task_slots(master: str, default_parallelism: int, cpu_count: int | None) -> int:
+    """How many tasks the cluster runs at once: local mode's thread count, else Spark's default parallelism.
+
+    A batch gets one task per slot (more only for ~``task_bytes`` each): every Python source task pays a
+    fixed cost (a worker round trip, the first file's open), and in local mode ``spark.default.parallelism``
+    is often set above the thread count for shuffles. Measured at 2 slots: 2 tasks drained the bench table
+    in 3.2-3.9 s, 4 tasks in 5.3-6.8 s (``spark.read.parquet``: 1.8-3.4 s).
+    """
+    local = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\s*\d+)?\])?", master.strip())
+    if local is not None:
+        threads = local.group(1)
+        if threads is None:
+            return 1
+        return max(1, cpu_count or 1) if threads == "*" else max(1, int(threads))
+    return max(1, default_parallelism)
+
+
 def _parallelism(spark: SparkSession) -> int:
     try:
-        return max(1, int(spark.sparkContext.defaultParallelism))
+        context = spark.sparkContext
+        return task_slots(str(context.master), int(context.defaultParallelism), os.cpu_count())
     except Exception:  # Spark Connect has no SparkContext; two tasks is a fair floor.
         return 2
 

@@ -20,6 +20,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from jobs.lake import DeltaRsEngine, foreach_batch_writer, storage_options_for
 from jobs.sources import DeltaTableNotFoundError, SourceSettingsError, read_delta, read_delta_stream
+from jobs.sources.delta import task_slots
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -42,6 +43,22 @@ def _rows(out: Path) -> list[dict]:
     if not out.exists():
         return []
     return sorted(pq.read_table(str(out)).to_pylist(), key=lambda r: (r["batch"], r["id"]))
+
+
+@pytest.mark.parametrize(
+    ("master", "default_parallelism", "cpus", "expected"),
+    [
+        ("local[2]", 4, 8, 2),  # the thread count, not spark.default.parallelism
+        ("local[*]", 4, 8, 8),
+        ("local[*]", 4, None, 1),
+        ("local", 4, 8, 1),
+        ("local[3, 2]", 4, 8, 3),  # local[N, maxFailures]
+        ("yarn", 16, 8, 16),
+        ("spark://host:7077", 0, 8, 1),
+    ],
+)
+def test_one_task_per_slot(master, default_parallelism, cpus, expected):
+    assert task_slots(master, default_parallelism, cpus) == expected
 
 
 class Stream:
