@@ -106,9 +106,19 @@ def cluster_requirements(pyproject: Path) -> tuple[str, ...]:
     return tuple(sorted(tomllib.loads(pyproject.read_text())["project"]["dependencies"]))
 
 
+# What ships from a package folder: its modules and their data (the fraud model, Spark's local log settings).
+# Nothing else, so an editor's swap file or a local .env beside the sources never reaches a bucket.
+_SHIPPED_SUFFIXES = frozenset({".py", ".json", ".properties"})
+
+
 def _source_files(root: Path) -> Iterable[Path]:
     for path in sorted(root.rglob("*")):
-        if path.is_file() and not _IGNORED_PARTS.intersection(path.parts) and path.suffix != ".pyc":
+        if (
+            path.is_file()
+            and path.suffix in _SHIPPED_SUFFIXES
+            and not _IGNORED_PARTS.intersection(path.parts)
+            and not any(part.startswith(".") for part in path.relative_to(root).parts)
+        ):
             yield path
 
 

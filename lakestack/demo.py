@@ -336,7 +336,7 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
             html=str(folder / f"locust-{scenario}.html"),
             scenario=scenario,
             shape=(settings.shape or "constant") if timed else None,
-            shape_duration_s=settings.duration_s,
+            shape_duration_s=settings.duration_s if timed else None,
         )
         return self.target.locust_run(plan).argv()
 
@@ -443,9 +443,7 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
                         break
                     time.sleep(SAMPLE_EVERY_S)
             finally:
-                if process.poll() is None:
-                    process.terminate()
-                process.wait(timeout=30)
+                stop_process(process)
         if process.returncode != 0:
             self.notes.append(
                 f"Locust at {rate:g}/s exited with status {process.returncode}; see {ledger_dir.parent}"

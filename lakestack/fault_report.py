@@ -26,16 +26,25 @@ _UNITS = {
 
 
 def source_counts(batches: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-    """Sum the Kinesis source's per-batch metrics: throttled calls, retries, iterator refreshes."""
-    total = {"batches": 0, "throttled": 0, "retries": 0, "iterator_refreshes": 0}
+    """Sum the Kinesis source's per-batch metrics: throttled calls, retries, iterator refreshes.
+
+    Only the batches whose metrics are still kept count (the newest ``minBatchesToRetain``); ``first_batch``
+    says where they start, so a report can say when earlier batches' counts were pruned.
+    """
+    total = {"batches": 0, "first_batch": 0, "throttled": 0, "retries": 0, "iterator_refreshes": 0}
+    first: int | None = None
     for metrics in batches:
         listing = metrics.get("listing", {})
         total["batches"] += 1
+        batch_id = metrics.get("batch_id")
+        if isinstance(batch_id, int):
+            first = batch_id if first is None else min(first, batch_id)
         total["throttled"] += int(metrics.get("throttled", 0)) + int(listing.get("throttled", 0))
         total["retries"] += int(metrics.get("retries", 0)) + int(listing.get("retries", 0))
         total["iterator_refreshes"] += sum(
             int(shard.get("iterator_refreshes", 0)) for shard in metrics.get("shards", {}).values()
         )
+    total["first_batch"] = first or 0
     return total
 
 
@@ -82,6 +91,13 @@ def collect_faults(endpoint_url: str, *, ledger_dir: Path, checkpoint: str, regi
     return faults_section(tally, producer=None if producer is None else asdict(producer), source=source)
 
 
+def _pruned(source: Mapping[str, int]) -> str:
+    first = source.get("first_batch", 0)
+    if not first:
+        return ""
+    return f" (batches {first:,} on: the metrics of the {first:,} before them were pruned, as Spark prunes its logs)"
+
+
 def _kind_row(kind: str, counts: Mapping[str, Any]) -> tuple[str, str]:
     if "delay_ms" in counts:
         return (
@@ -122,7 +138,8 @@ def fault_rows(section: Mapping[str, Any]) -> list[tuple[str, str]]:
             (
                 "Kinesis source counted",
                 f"{source['throttled']:,} throttled calls, {source['retries']:,} retries, "
-                f"{source['iterator_refreshes']:,} iterator refreshes over {source['batches']:,} batches",
+                f"{source['iterator_refreshes']:,} iterator refreshes over {source['batches']:,} batches"
+                + _pruned(source),
             )
         )
     return rows

@@ -253,14 +253,18 @@ class RunReport:
         ]
         return "\n".join(lines) + "\n"
 
-    def write(self, directory: Path) -> tuple[Path, Path]:
-        """Write report.json, report.md, report.html and the plots (``plots/*.png``, the stage plot) into
-        ``directory``."""
+    def write_stage_plot(self, directory: Path) -> None:
+        """The ingest job's stage plot, which the Markdown report links, into ``directory`` (when recorded)."""
         if self.stages and self.stages.get("plot") and self.stages.get("batches") is not None:
             from lakestack.stage_plot import write_stage_plot
 
             directory.mkdir(parents=True, exist_ok=True)
             write_stage_plot(directory / str(self.stages["plot"]), self.stages["batches"])
+
+    def write(self, directory: Path) -> tuple[Path, Path]:
+        """Write report.json, report.md, report.html and the plots (``plots/*.png``, the stage plot) into
+        ``directory``."""
+        self.write_stage_plot(directory)
         files = write_report_files(
             directory, data=self.to_dict(), markdown=self.to_markdown(), timeline=self.timeline
         )

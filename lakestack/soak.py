@@ -23,6 +23,7 @@ which budget applies:
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -250,13 +251,17 @@ def latency_per_sample(
     sample_times: Sequence[float], landed: Sequence[tuple[float, float]]
 ) -> list[tuple[float | None, float | None]]:
     """(p50, p95) of the events that became visible in each sample's interval ``(previous, this]``."""
+    # Sorted once, each interval is a slice (a long soak has millions of events and thousands of samples).
+    ordered = sorted(landed)
+    times = [t for t, _ in ordered]
     out: list[tuple[float | None, float | None]] = []
     previous = -math.inf
     for moment in sample_times:
-        values = [lat for t, lat in landed if previous < t <= moment]
+        lo, hi = bisect.bisect_right(times, previous), bisect.bisect_right(times, moment)
+        values = [lat for _, lat in ordered[lo:hi]]
         p50, p95 = percentile(values, 50), percentile(values, 95)
         out.append((None if p50 is None else round(p50, 3), None if p95 is None else round(p95, 3)))
-        previous = moment
+        previous = max(previous, moment)
     return out
 
 

@@ -296,7 +296,6 @@ class DeltaRsEngine(TableHandles):
             )
         if (app_id is None) != (batch_id is None):
             raise LakeError(f"merge into {table_uri}: give both app_id and batch_id, or neither.")
-        options = options
         source, columns = merge_source(data, keys, precombine, delete_column)
 
         table = _open(table_uri, options)

@@ -215,8 +215,11 @@ class BenchReport:
         return "\n".join([*body, "lakestack bench", *lines, *self.soak_text(), "", self.verdict()])
 
     def write(self) -> ReportFiles:
-        """report.json, report.md, report.html and the plots (a soak's too), in ``report_dir``."""
+        """report.json, report.md, report.html and the plots (a soak's and the stage plot too), in
+        ``report_dir``."""
         markdown = self.to_markdown()
+        if self.run is not None:
+            self.run.write_stage_plot(self.report_dir)
         if self.soak is not None and self.soak.samples:
             from lakestack.plots import plots_available
 

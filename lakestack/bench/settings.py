@@ -56,7 +56,7 @@ class BenchSettings:
     soak_s: float | None = None
     soak_sample_s: float = DEFAULT_SOAK_SAMPLE_S
     soak_warmup_s: float | None = None
-    soak_maintenance_s: float = DEFAULT_SOAK_MAINTENANCE_S
+    soak_maintenance_s: float | None = None
     faults: FaultSpec | None = None
     faults_seed: int | None = None
 
@@ -78,8 +78,25 @@ class BenchSettings:
             if failed:
                 raise UserError(message)
 
+    @property
+    def soak_maintenance_every_s(self) -> float:
+        """How often a soak runs maintenance: as asked, else every 5 minutes, or more often in a short soak
+        (three runs in the time after warm-up)."""
+        if self.soak_maintenance_s is not None:
+            return self.soak_maintenance_s
+        from lakestack.soak import warmup_for
+
+        soak_s = self.soak_s or 0.0
+        judged_s = soak_s - warmup_for(soak_s, self.soak_warmup_s)
+        return min(DEFAULT_SOAK_MAINTENANCE_S, max(1.0, round(judged_s / 3, 1)))
+
     def _soak_problems(self, soak_s: float) -> list[tuple[bool, str]]:
+        from lakestack.soak import warmup_for
+
         warmup = self.soak_warmup_s
+        warmup_ok = warmup is None or 0 <= warmup < soak_s
+        every = self.soak_maintenance_every_s if warmup_ok else 1.0
+        judged_s = soak_s - warmup_for(soak_s, warmup) if warmup_ok and soak_s > 0 else 0.0
         return [
             (soak_s <= 0, f"--soak: expected a time above 0, found {soak_s:g}s"),
             (
@@ -92,8 +109,14 @@ class BenchSettings:
                 f"--soak-warmup: expected a time from 0 to below --soak ({soak_s:g}s), found {warmup or 0:g}s",
             ),
             (
-                self.soak_maintenance_s <= 0,
-                f"--soak-maintenance: expected a time above 0, found {self.soak_maintenance_s:g}s",
+                every <= 0,
+                f"--soak-maintenance: expected a time above 0, found {every:g}s",
+            ),
+            (
+                0 < every and warmup_ok and every > judged_s / 2,
+                f"--soak-maintenance: a run every {every:g}s leaves fewer than two maintenance "
+                f"runs in the {judged_s:g}s after warm-up, so the table budget cannot be judged; pick at most "
+                f"{judged_s / 2:g}s, or a longer --soak",
             ),
         ]
 
@@ -102,7 +125,7 @@ class BenchSettings:
             summary = (
                 f"soak: constant load for {self.soak_s:g}s at {self.rate:,.0f} events/s per scenario "
                 f"({self.users} users), sampled every {self.soak_sample_s:g}s, maintenance every "
-                f"{self.soak_maintenance_s:g}s"
+                f"{self.soak_maintenance_every_s:g}s"
             )
         else:
             summary = f"{self.shape} shape for {self.duration_s:g}s, up to {self.users} users and {self.rate:,.0f} events/s"

@@ -53,7 +53,7 @@ class SoakBench(LocalBench):
         self.soak_s: float = soak_s
         self.sample_s = settings.soak_sample_s
         self.warmup_s = warmup_for(soak_s, settings.soak_warmup_s)
-        self.maintenance_s = settings.soak_maintenance_s
+        self.maintenance_s = settings.soak_maintenance_every_s
         self.samples: list[Sample] = []
         self.maintenance: list[dict[str, Any]] = []
         self.notes: list[str] = []

@@ -153,10 +153,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     soak.add_argument(
         "--soak-maintenance",
         type=duration,
-        default=300.0,
+        default=None,
         metavar="DURATION",
         help="run maintenance (compaction + log checkpoint of bronze and every pipeline table) this often "
-        "(default: 5m)",
+        "(default: 5m, or a third of the time after warm-up in a shorter soak)",
     )
     # local only: the emulator injects them, as in `lakestack demo`; refused for a cloud stack.
     add_fault_arguments(parser)

@@ -140,6 +140,10 @@ def test_loadgen_bundle_is_the_load_suite_wheel_and_the_runner_under_a_hash(proj
 
 
 def test_jobs_wheel_is_reproducible_and_installable(project: Path, tmp_path: Path):
+    # What an editor or a developer leaves beside the sources is not shipped.
+    (project / "jobs" / ".env").write_text("AWS_SECRET_ACCESS_KEY=not-for-a-bucket\n")
+    (project / "jobs" / "pipelines" / ".sales.py.swp").write_bytes(b"swap")
+    (project / "jobs" / "notes.txt").write_text("scratch\n")
     first = build_jobs_wheel(project, tmp_path / "a")
     second = build_jobs_wheel(project, tmp_path / "b")
     assert first.name == "lakestack_jobs-0.1.0-py3-none-any.whl"

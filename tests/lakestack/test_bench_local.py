@@ -169,7 +169,9 @@ def test_bench_local_runs_the_whole_loop_and_reports_with_plots(tmp_path):
     assert sum(document["timeline"]["landed"]) == result["events_landed"]
     for plot in document["plots"]:
         assert (report_dir / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert (report_dir / "report.html").read_text().count("data:image/png;base64,") == 5
+    # The five timeline plots and the ingest job's stage plot, all embedded.
+    assert (report_dir / "report.html").read_text().count("data:image/png;base64,") == 6
+    assert (report_dir / document["stages"]["plot"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # The demo's pipelines ran, each checked against its ground truth.
     assert {name: figures["ok"] for name, figures in result["pipelines"].items()} == {
         "ingest": True,

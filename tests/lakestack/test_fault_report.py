@@ -40,7 +40,25 @@ def test_source_counts_add_up_batches_listing_and_iterator_refreshes():
         },
         {"throttled": 0, "retries": 1, "listing": {"calls": 2, "throttled": 0, "retries": 0}, "shards": {}},
     ]
-    assert source_counts(batches) == {"batches": 2, "throttled": 3, "retries": 5, "iterator_refreshes": 1}
+    assert source_counts(batches) == {
+        "batches": 2,
+        "first_batch": 0,
+        "throttled": 3,
+        "retries": 5,
+        "iterator_refreshes": 1,
+    }
+
+
+def test_source_counts_say_where_the_kept_metrics_start_after_pruning():
+    batches = [{"batch_id": n, "throttled": 1, "retries": 0, "shards": {}} for n in range(150, 250)]
+    counts = source_counts(batches)
+    assert (counts["batches"], counts["first_batch"], counts["throttled"]) == (100, 150, 100)
+    section = faults_section(TALLY, producer=None, source=counts)
+    assert fault_rows(section)[-1] == (
+        "Kinesis source counted",
+        "100 throttled calls, 0 retries, 0 iterator refreshes over 100 batches (batches 150 on: the metrics of "
+        "the 150 before them were pruned, as Spark prunes its logs)",
+    )
 
 
 def test_section_lists_what_no_client_repeated():

@@ -189,6 +189,11 @@ def test_evaluate_names_every_failed_budget() -> None:
         ({"soak_sample_s": 40.0}, "--soak-sample: expected a time above 0 and at most half of --soak (60s)"),
         ({"soak_warmup_s": 60.0}, "--soak-warmup: expected a time from 0 to below --soak (60s), found 60s"),
         ({"soak_maintenance_s": 0.0}, "--soak-maintenance: expected a time above 0, found 0s"),
+        (
+            {"soak_maintenance_s": 30.0},
+            "--soak-maintenance: a run every 30s leaves fewer than two maintenance runs in the 50s after warm-up, "
+            "so the table budget cannot be judged; pick at most 25s, or a longer --soak",
+        ),
     ],
 )
 def test_soak_settings_are_checked_once(fields: dict[str, float], message: str) -> None:
@@ -199,8 +204,11 @@ def test_soak_settings_are_checked_once(fields: dict[str, float], message: str) 
         BenchSettings(stack="local", soak_s=60.0, **{"soak_sample_s": 10.0, **fields})  # type: ignore[arg-type]
     assert BenchSettings(stack="local", soak_s=60.0, soak_sample_s=10.0).load_summary() == (
         "soak: constant load for 60s at 1,000 events/s per scenario (4 users), sampled every 10s, maintenance "
-        "every 300s"
+        "every 16.7s"
     )
+    # Every 5 minutes by default; a third of the time after warm-up when that is shorter.
+    assert BenchSettings(stack="local", soak_s=1800.0).soak_maintenance_every_s == 300.0
+    assert BenchSettings(stack="local", soak_s=600.0).soak_maintenance_every_s == 166.7
 
 
 def test_a_soak_stopped_before_its_load_says_nothing_was_sampled() -> None:
