@@ -64,6 +64,7 @@ class FlakyEngine(DeltaRsEngine):
     """Fails the first append after committing it, as when the reply to a successful PUT is lost."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.calls = 0
 
     def append(self, ref, data, **kwargs) -> AppendResult:
