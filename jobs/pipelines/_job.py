@@ -129,6 +129,32 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+DEFAULT_MAX_FILES_PER_TRIGGER = 1000
+
+
+def add_max_files_argument(parser: argparse.ArgumentParser) -> None:
+    """``--max-files-per-trigger``: how many bronze files a micro-batch reads at most (every pipeline)."""
+    parser.add_argument(
+        "--max-files-per-trigger",
+        type=int,
+        default=DEFAULT_MAX_FILES_PER_TRIGGER,
+        metavar="N",
+        help="bronze files read per micro-batch at most (default: %(default)s)",
+    )
+
+
+def check_max_files(max_files_per_trigger: int) -> None:
+    """Refuse a ``--max-files-per-trigger`` below 1.
+
+    Raises:
+        SettingsError: naming the flag and the value.
+    """
+    if max_files_per_trigger < 1:
+        raise SettingsError(
+            f"--max-files-per-trigger: expected a whole number of at least 1, found {max_files_per_trigger}."
+        )
+
+
 def common_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The keyword arguments of :class:`JobSettings` from parsed flags."""
     return {

@@ -41,6 +41,8 @@ from jobs.pipelines._job import (
     BatchMetrics,
     JobSettings,
     add_common_arguments,
+    add_max_files_argument,
+    check_max_files,
     common_settings,
     preflight,
     query_app_id,
@@ -132,10 +134,7 @@ class FraudSettings:
     def __post_init__(self) -> None:
         if self.watermark_seconds < 0:
             raise SettingsError(f"--watermark: expected seconds >= 0, found {self.watermark_seconds}.")
-        if self.max_files_per_trigger < 1:
-            raise SettingsError(
-                f"--max-files-per-trigger: expected a whole number of at least 1, found {self.max_files_per_trigger}."
-            )
+        check_max_files(self.max_files_per_trigger)
 
     def table_uri(self, name: str) -> str:
         return self.job.table(name)
@@ -494,12 +493,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="model artifact from train-fraud, path or URI (default: the packaged one)",
     )
-    parser.add_argument(
-        "--max-files-per-trigger",
-        type=int,
-        default=1000,
-        help="bronze files read per micro-batch at most (default: %(default)s)",
-    )
+    add_max_files_argument(parser)
 
 
 def settings_from_args(args: argparse.Namespace) -> FraudSettings:

@@ -55,7 +55,7 @@ from jobs.pipelines._envelope import (
     classify,
     quarantine_arrow,
 )
-from jobs.pipelines._job import JobSettings, preflight
+from jobs.pipelines._job import JobSettings, add_max_files_argument, check_max_files, preflight
 from jobs.pipelines._orders_tables import (
     DEFAULT_TOMBSTONE_RETENTION,
     LAYOUTS,
@@ -162,10 +162,7 @@ class OrdersSettings:
             raise SettingsError(
                 f"--tombstone-retention: expected a positive duration, found {self.tombstone_retention}."
             )
-        if self.max_files_per_trigger < 1:
-            raise SettingsError(
-                f"--max-files-per-trigger: expected a whole number of at least 1, found {self.max_files_per_trigger}."
-            )
+        check_max_files(self.max_files_per_trigger)
         if self.delta_reader not in DELTA_READERS:
             raise SettingsError(
                 f"--delta-reader: expected one of {', '.join(DELTA_READERS)}, found {self.delta_reader!r}."
@@ -615,9 +612,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         help="keep a deleted order's tombstone this long (default: %(default)s)",
     )
-    parser.add_argument(
-        "--max-files-per-trigger", type=int, default=1000, metavar="N", help="bronze files per micro-batch"
-    )
+    add_max_files_argument(parser)
     parser.add_argument(
         "--delta-reader",
         default="auto",

@@ -52,6 +52,8 @@ from jobs.pipelines._job import (
     BatchMetrics,
     JobSettings,
     add_common_arguments,
+    add_max_files_argument,
+    check_max_files,
     common_settings,
     preflight,
     query_app_id,
@@ -109,10 +111,7 @@ class SalesSettings:
     def __post_init__(self) -> None:
         if self.watermark_seconds < 0:
             raise SettingsError(f"--watermark: expected seconds >= 0, found {self.watermark_seconds}.")
-        if self.max_files_per_trigger < 1:
-            raise SettingsError(
-                f"--max-files-per-trigger: expected a whole number of at least 1, found {self.max_files_per_trigger}."
-            )
+        check_max_files(self.max_files_per_trigger)
 
     @property
     def silver(self) -> str:
@@ -141,12 +140,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="lateness allowed behind the newest sale, and the duplicate window (default: %(default)s)",
     )
-    parser.add_argument(
-        "--max-files-per-trigger",
-        type=int,
-        default=1000,
-        help="bronze files read per micro-batch at most (default: %(default)s)",
-    )
+    add_max_files_argument(parser)
 
 
 def settings_from_args(args: argparse.Namespace) -> SalesSettings:
