@@ -21,7 +21,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import urlparse
 
 from jobs._options import parse_bool
 from jobs.errors import JobError, SettingsError
@@ -224,12 +223,10 @@ def _query_app_id(spark: SparkSession, checkpoint: str) -> str:
 
 def table_options(settings: IngestSettings) -> dict[str, str]:
     """Storage options of the bronze table."""
-    from jobs.lake import storage_options_for
+    from jobs.lake import scoped_storage_options
 
     # The endpoint and region say where the stream is; they describe the table only when it is on S3 too.
-    if urlparse(settings.table).scheme in ("s3", "s3a"):
-        return storage_options_for(settings.table, endpoint_url=settings.endpoint_url, region=settings.region)
-    return storage_options_for(settings.table)
+    return scoped_storage_options(settings.table, endpoint_url=settings.endpoint_url, region=settings.region)
 
 
 def source_ref(settings: IngestSettings) -> SourceRef:

@@ -15,7 +15,7 @@ from jobs.lake._jvm import Availability, JvmDeltaEngine
 from jobs.lake._preflight import check_table_readable, check_table_writable
 from jobs.lake._registry import ENGINE_NAMES, get_engine
 from jobs.lake._retry import is_transient, with_retries
-from jobs.lake._storage import redact, storage_options_for
+from jobs.lake._storage import redact, scoped_storage_options, storage_options_for
 from jobs.lake.engine import (
     APP_ID_KEY,
     BATCH_ID_KEY,
@@ -78,6 +78,7 @@ __all__ = [
     "get_engine",
     "is_transient",
     "redact",
+    "scoped_storage_options",
     "storage_options_for",
     "to_arrow",
     "with_retries",

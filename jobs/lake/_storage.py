@@ -62,6 +62,22 @@ def storage_options_for(
     )
 
 
+def scoped_storage_options(
+    table_uri: str,
+    *,
+    endpoint_url: str | None = None,
+    region: str | None = None,
+) -> dict[str, str]:
+    """:func:`storage_options_for` with ``endpoint_url`` and ``region`` applied to ``s3://`` URIs only.
+
+    A job's ``--endpoint-url``/``--region`` describe its S3 (the emulator's, or AWS's); its other tables
+    (a local path, ``abfss://``) are reached without them rather than refused.
+    """
+    if urlparse(table_uri).scheme in ("s3", "s3a"):
+        return storage_options_for(table_uri, endpoint_url=endpoint_url, region=region)
+    return storage_options_for(table_uri)
+
+
 def is_local_scheme(scheme: str) -> bool:
     """True when a table URI's (lower-cased) scheme names a local path."""
     # A Windows drive letter parses as a one-letter scheme: it is a local path.

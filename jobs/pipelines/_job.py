@@ -99,11 +99,9 @@ class JobSettings:
 
     def storage_options(self, uri: str) -> dict[str, str]:
         """delta-rs storage options for ``uri``: the endpoint and region apply to s3:// URIs only."""
-        from jobs.lake import storage_options_for
+        from jobs.lake import scoped_storage_options
 
-        if urlparse(uri).scheme in ("s3", "s3a"):
-            return storage_options_for(uri, endpoint_url=self.endpoint_url, region=self.region)
-        return storage_options_for(uri)
+        return scoped_storage_options(uri, endpoint_url=self.endpoint_url, region=self.region)
 
 
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:

@@ -18,14 +18,13 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
-from urllib.parse import urlparse
 
 import pyarrow as pa
 
 from jobs._options import parse_duration, parse_size
 from jobs._retry import RetryPolicy
 from jobs.errors import JobError, SettingsError
-from jobs.lake import LakeTable, LakeTableNotFoundError, get_engine, storage_options_for, with_retries
+from jobs.lake import LakeTable, LakeTableNotFoundError, get_engine, scoped_storage_options, with_retries
 
 log = logging.getLogger(__name__)
 
@@ -148,9 +147,7 @@ class MaintenanceSettings:
         return parent if not parent.endswith(":/") else first
 
     def options_for(self, uri: str) -> dict[str, str]:
-        if urlparse(uri).scheme in ("s3", "s3a"):
-            return storage_options_for(uri, endpoint_url=self.endpoint_url, region=self.region)
-        return storage_options_for(uri)
+        return scoped_storage_options(uri, endpoint_url=self.endpoint_url, region=self.region)
 
 
 @dataclass(frozen=True)

@@ -36,14 +36,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, overload
-from urllib.parse import urlparse
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs._options import parse_duration, parse_trigger
 from jobs.errors import JobError, SettingsError
-from jobs.lake import LakeTable, storage_options_for, to_arrow, with_retries
+from jobs.lake import LakeTable, scoped_storage_options, to_arrow, with_retries
 from jobs.pipelines._cdc import CHANGE_SCHEMA
 from jobs.pipelines._envelope import (
     KIND,
@@ -174,9 +173,7 @@ class OrdersSettings:
 
     def options_for(self, uri: str) -> dict[str, str]:
         # The endpoint and region describe the emulator's (or AWS's) S3; they mean nothing to other stores.
-        if urlparse(uri).scheme in ("s3", "s3a"):
-            return storage_options_for(uri, endpoint_url=self.endpoint_url, region=self.region)
-        return storage_options_for(uri)
+        return scoped_storage_options(uri, endpoint_url=self.endpoint_url, region=self.region)
 
     def tables(self) -> OrdersTables:
         return OrdersTables(self.lake, self.options_for(self.lake))

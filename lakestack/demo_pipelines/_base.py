@@ -17,7 +17,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
-from urllib.parse import urlparse
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -74,13 +73,11 @@ class RunContext:
 
     def storage_options(self, uri: str) -> dict[str, str]:
         """delta-rs storage options for a table of this run (the emulator's endpoint for s3:// URIs)."""
-        from jobs.lake import storage_options_for
+        from jobs.lake import scoped_storage_options
 
         if uri == self.bronze:
             return self.target.storage_options()
-        if urlparse(uri).scheme in ("s3", "s3a"):
-            return storage_options_for(uri, endpoint_url=self.endpoint_url, region=self.region)
-        return storage_options_for(uri)
+        return scoped_storage_options(uri, endpoint_url=self.endpoint_url, region=self.region)
 
 
 @dataclass

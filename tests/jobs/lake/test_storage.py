@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.lake import StorageConfigError, redact, storage_options_for
+from jobs.lake import StorageConfigError, redact, scoped_storage_options, storage_options_for
 
 
 @pytest.mark.parametrize("uri", ["/data/lake/t", "file:///data/lake/t", "relative/t"])
@@ -53,6 +53,26 @@ def test_adls_gen2_takes_the_account_from_the_uri():
 def test_bad_input_says_what_was_expected(uri, kwargs, message):
     with pytest.raises(StorageConfigError, match=message):
         storage_options_for(uri, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("uri", "expected"),
+    [
+        ("/data/lake/t", {}),
+        ("abfss://lake@lakestackdev.dfs.core.windows.net/t", {"AZURE_STORAGE_ACCOUNT_NAME": "lakestackdev"}),
+        (
+            "s3://bucket/t",
+            {
+                "AWS_REGION": "eu-west-1",
+                "AWS_ENDPOINT_URL": "http://127.0.0.1:5000",
+                "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "false",
+                "AWS_ALLOW_HTTP": "true",
+            },
+        ),
+    ],
+)
+def test_scoped_options_apply_a_jobs_endpoint_and_region_to_s3_only(uri, expected):
+    assert scoped_storage_options(uri, endpoint_url="http://127.0.0.1:5000", region="eu-west-1") == expected
 
 
 def test_redact_hides_secrets_only():
