@@ -15,14 +15,13 @@ import json
 import logging
 import os
 import re
-import signal
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from jobs._options import parse_bool
+from jobs._run import stop_and_raise, stop_on_signals, wait_for_query
 from jobs.errors import JobError, SettingsError
 from jobs.sources.kafka import KafkaSettings, add_kafka_arguments, kafka_settings_from_args
 
@@ -440,29 +439,13 @@ def run(settings: IngestSettings, *, spark: SparkSession | None = None) -> int:
     # Each batch's stage timings are logged (one line per batch) as they complete.
     stages = StageRecorder()
     query = start(session, settings, stages=stages)
-    stop_requested = threading.Event()
-
-    def request_stop(signum: int, _frame: object) -> None:
-        log.info("ingest: %s received, stopping after the current micro-batch", signal.Signals(signum).name)
-        stop_requested.set()
-
-    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        while query.isActive and not stop_requested.is_set():
-            # Seconds; PySpark takes a float although its annotation says int.
-            query.awaitTermination(0.25 if settings.available_now else 1)  # type: ignore[arg-type]
-            if settings.available_now and caught_up(query):
+    with stop_on_signals(log, "ingest") as stop_requested:
+        try:
+            if wait_for_query(query, stop_requested, available_now=settings.available_now):
                 log.info("ingest: caught up with the stream (available-now), stopping")
-                break
-        if query.isActive:
-            query.stop()
-        error = query.exception()
-        if error is not None:
-            raise error
-    finally:
-        stages.close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+            stop_and_raise(query)
+        finally:
+            stages.close()
     # Per-batch counts are logged as each batch is written; recentProgress is a bounded buffer full of
     # idle triggers, so it is no total.
     log.info("ingest: stopped; the next run resumes from checkpoint %s", settings.checkpoint)

@@ -20,8 +20,6 @@ import bisect
 import json
 import logging
 import re
-import signal
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +29,7 @@ from urllib.parse import urlparse
 import pyarrow.fs as pafs
 
 from jobs._files import filesystem_for, join
+from jobs._run import stop_and_raise, stop_on_signals, wait_for_query
 from jobs.errors import AccessError, JobError, SettingsError, one_line
 from jobs.sources import DELTA_READERS
 
@@ -400,29 +399,9 @@ def run_until_done(query: StreamingQuery, settings: JobSettings, *, name: str) -
     Every batch is committed in foreachBatch before its trigger ends, so a bounded run that stops here has
     committed everything it read. Returns 0; raises the query's error when it failed.
     """
-    from jobs.ingest import caught_up
-
-    stop_requested = threading.Event()
-
-    def request_stop(signum: int, _frame: object) -> None:
-        log.info("%s: %s received, stopping after the current micro-batch", name, signal.Signals(signum).name)
-        stop_requested.set()
-
-    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        while query.isActive and not stop_requested.is_set():
-            # Seconds; PySpark takes a float although its annotation says int.
-            query.awaitTermination(0.25 if settings.available_now else 1)  # type: ignore[arg-type]
-            if settings.available_now and caught_up(query):
-                log.info("%s: caught up with %s (available-now), stopping", name, settings.source_table)
-                break
-        if query.isActive:
-            query.stop()
-        error = query.exception()
-        if error is not None:
-            raise error
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    with stop_on_signals(log, name) as stop_requested:
+        if wait_for_query(query, stop_requested, available_now=settings.available_now):
+            log.info("%s: caught up with %s (available-now), stopping", name, settings.source_table)
+        stop_and_raise(query)
     log.info("%s: stopped; the next run resumes from checkpoint %s", name, settings.checkpoint)
     return 0

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import logging
 import math
-import signal
 import threading
 import time
 import uuid
@@ -23,6 +22,7 @@ import pyarrow as pa
 
 from jobs._options import parse_duration, parse_size
 from jobs._retry import RetryPolicy
+from jobs._run import stop_on_signals
 from jobs.errors import JobError, SettingsError
 from jobs.lake import LakeTable, LakeTableNotFoundError, get_engine, scoped_storage_options, with_retries
 
@@ -498,18 +498,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = settings_from_args(parser.parse_args(argv))
     runner = MaintenanceRunner(settings)
     runner.preflight()
-    stop = threading.Event()
-
-    def request_stop(signum: int, _frame: object) -> None:
-        log.info("maintenance: %s received, stopping after the current run", signal.Signals(signum).name)
-        stop.set()
-
-    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with stop_on_signals(log, "maintenance", after="the current run") as stop:
         return runner.run(stop)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 __all__ = [

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import signal
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -41,6 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs._options import parse_duration, parse_trigger
+from jobs._run import stop_and_raise, stop_on_signals, wait_for_query
 from jobs.errors import JobError, SettingsError
 from jobs.lake import LakeTable, scoped_storage_options, to_arrow, with_retries
 from jobs.pipelines._cdc import CHANGE_SCHEMA
@@ -54,7 +54,12 @@ from jobs.pipelines._envelope import (
     classify,
     quarantine_arrow,
 )
-from jobs.pipelines._job import JobSettings, add_max_files_argument, check_max_files, preflight
+from jobs.pipelines._job import (
+    JobSettings,
+    add_max_files_argument,
+    check_max_files,
+    preflight,
+)
 from jobs.pipelines._orders_tables import (
     DEFAULT_TOMBSTONE_RETENTION,
     LAYOUTS,
@@ -531,30 +536,17 @@ def run(settings: OrdersSettings, *, spark: SparkSession | None = None) -> int:
     session = spark or build_session(f"lakestack-orders-{settings.layout}")
     job = OrdersJob(settings)
     query = job.start(session)
-    stop_requested = threading.Event()
-
-    def request_stop(signum: int, _frame: object) -> None:
-        log.info("orders: %s received, stopping after the current micro-batch", signal.Signals(signum).name)
-        stop_requested.set()
-
-    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        if settings.available_now:
-            # Python sources run one batch under Trigger.AvailableNow in Spark 4.0: drain with back-to-back
-            # batches instead, then stop.
-            query.processAllAvailable()
-        else:
-            while query.isActive and not stop_requested.is_set():
-                query.awaitTermination(1)
-        if query.isActive:
-            query.stop()
-        error = query.exception()
-        if error is not None:
-            raise error
-    finally:
-        job.close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    with stop_on_signals(log, "orders") as stop_requested:
+        try:
+            if settings.available_now:
+                # Python sources run one batch under Trigger.AvailableNow in Spark 4.0: drain with
+                # back-to-back batches instead, then stop.
+                query.processAllAvailable()
+            else:
+                wait_for_query(query, stop_requested, available_now=False)
+            stop_and_raise(query)
+        finally:
+            job.close()
     log.info(
         "orders %s: stopped after %d micro-batches; the next run resumes from %s",
         settings.layout,
