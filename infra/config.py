@@ -717,12 +717,10 @@ def load_stack_settings(stack: str, *, project_dir: Path | None = None) -> Stack
             stack,
             f"a stack with a file Pulumi.<stack>.yaml in {path.parent} (found: {', '.join(found) or 'none'})",
         )
-    document = yaml.safe_load(path.read_text()) or {}
-    raw = document.get("config") or {}
-    ours = {k.split(":", 1)[1]: v for k, v in raw.items() if k.startswith(f"{PROJECT}:")}
+    raw = stack_file_config(path)
     return parse_settings(
         stack,
-        ours,
+        project_values(raw),
         region=raw.get("aws:region"),
         endpoint_url=_endpoint_from(raw.get("aws:endpoints")),
         aws_profile=raw.get("aws:profile"),
@@ -739,28 +737,55 @@ def settings_from_pulumi(*, project_dir: Path | None = None) -> StackSettings:
     """
     import pulumi
 
-    def decode(value: str | None) -> Any:
-        # Structured values arrive JSON-encoded, scalars as plain strings.
-        if value is None:
-            return None
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError:
-            return value
-
-    stack = pulumi.get_stack()
-    ours = pulumi.Config(PROJECT)
-    keys = sorted(set(_stack_file_keys(stack, project_dir or PROJECT_DIR)) | set(_KNOWN_KEYS))
-    raw = {key: decode(ours.get(key)) for key in keys}
+    stack, values = values_from_pulumi(_KNOWN_KEYS, project_dir=project_dir)
     aws = pulumi.Config("aws")
     return parse_settings(
         stack,
-        {k: v for k, v in raw.items() if v is not None},
+        values,
         region=aws.get("region"),
-        endpoint_url=_endpoint_from(decode(aws.get("endpoints"))),
+        endpoint_url=_endpoint_from(decode_config_value(aws.get("endpoints"))),
         aws_profile=aws.get("profile"),
         where="stack configuration",
     )
+
+
+def values_from_pulumi(
+    known_keys: tuple[str, ...], *, project_dir: Path | None
+) -> tuple[str, dict[str, Any]]:
+    """The running program's stack name and the ``lakestack:*`` values set for it (keys without the prefix).
+
+    ``pulumi.Config`` reads keys but cannot list them: the keys asked for are ``known_keys`` and those in the
+    stack's ``Pulumi.<stack>.yaml`` (in ``project_dir``, the repository root by default), so a misspelt key
+    there reaches the parser, which refuses it.
+    """
+    import pulumi
+
+    stack = pulumi.get_stack()
+    ours = pulumi.Config(PROJECT)
+    keys = sorted(set(_stack_file_keys(stack, project_dir or PROJECT_DIR)) | set(known_keys))
+    raw = {key: decode_config_value(ours.get(key)) for key in keys}
+    return stack, {k: v for k, v in raw.items() if v is not None}
+
+
+def decode_config_value(value: str | None) -> Any:
+    """A ``pulumi.Config`` value as YAML would have given it: structured values arrive JSON-encoded, scalars
+    as plain strings."""
+    if value is None:
+        return None
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
+
+
+def stack_file_config(path: Path) -> dict[str, Any]:
+    """The ``config`` section of a ``Pulumi.<stack>.yaml`` (every provider's keys, prefixed)."""
+    return (yaml.safe_load(path.read_text()) or {}).get("config") or {}
+
+
+def project_values(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``lakestack:*`` values of a stack file's ``config``, keyed without the prefix."""
+    return {k.split(":", 1)[1]: v for k, v in config.items() if k.startswith(f"{PROJECT}:")}
 
 
 def _stack_file_keys(stack: str, project_dir: Path) -> list[str]:
@@ -768,8 +793,7 @@ def _stack_file_keys(stack: str, project_dir: Path) -> list[str]:
     path = project_dir / f"Pulumi.{stack}.yaml"
     if not path.is_file():
         return []
-    raw = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
-    return [key.split(":", 1)[1] for key in raw if key.startswith(f"{PROJECT}:")]
+    return list(project_values(stack_file_config(path)))
 
 
 def stack_cloud(stack: str, *, project_dir: Path | None = None) -> Cloud:
@@ -781,7 +805,7 @@ def stack_cloud(stack: str, *, project_dir: Path | None = None) -> Cloud:
     path = (project_dir or PROJECT_DIR) / f"Pulumi.{stack}.yaml"
     if not path.is_file():
         return "aws"
-    raw = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
+    raw = stack_file_config(path)
     return _parse_choice("lakestack:cloud", raw.get(f"{PROJECT}:cloud", "aws"), CLOUDS, where=path.name)
 
 

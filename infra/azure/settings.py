@@ -10,7 +10,6 @@ both refuse the same configurations with the same messages, before any resource 
 from __future__ import annotations
 
 import ipaddress
-import json
 import math
 import re
 from collections.abc import Mapping
@@ -18,8 +17,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, get_args
-
-import yaml
 
 from infra.config import (
     EXPIRES_AT_TAG,
@@ -34,7 +31,9 @@ from infra.config import (
     _parse_expiry,
     _parse_job_flags,
     _parse_pipelines,
-    _stack_file_keys,
+    project_values,
+    stack_file_config,
+    values_from_pulumi,
 )
 from infra.errors import ConfigError
 from infra.pipelines import PIPELINE_JOBS
@@ -646,30 +645,20 @@ def load_azure_settings(stack: str, *, project_dir: Path | None = None) -> Azure
         ConfigError: a value is invalid.
     """
     path = (project_dir or PROJECT_DIR) / f"Pulumi.{stack}.yaml"
-    raw = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
-    ours = {k.split(":", 1)[1]: v for k, v in raw.items() if k.startswith(f"{PROJECT}:")}
-    return parse_azure_settings(stack, ours, location=raw.get("azure-native:location"), where=path.name)
+    raw = stack_file_config(path)
+    return parse_azure_settings(
+        stack, project_values(raw), location=raw.get("azure-native:location"), where=path.name
+    )
 
 
 def azure_settings_from_pulumi(*, project_dir: Path | None = None) -> AzureStackSettings:
     """Build the settings inside a running Pulumi program from ``pulumi.Config`` (see ``infra.config``)."""
     import pulumi
 
-    def decode(value: str | None) -> Any:
-        if value is None:
-            return None
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError:
-            return value
-
-    stack = pulumi.get_stack()
-    ours = pulumi.Config(PROJECT)
-    keys = sorted(set(_stack_file_keys(stack, project_dir or PROJECT_DIR)) | set(_KNOWN_KEYS))
-    raw = {key: decode(ours.get(key)) for key in keys}
+    stack, values = values_from_pulumi(_KNOWN_KEYS, project_dir=project_dir)
     return parse_azure_settings(
         stack,
-        {k: v for k, v in raw.items() if v is not None},
+        values,
         location=pulumi.Config("azure-native").get("location"),
         where="stack configuration",
     )
