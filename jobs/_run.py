@@ -16,6 +16,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
+# A bounded run is a fast processing-time trigger stopped once a trigger finds nothing new (Spark 4.0 runs a
+# Python source only once under Trigger.AvailableNow); see jobs.ingest.caught_up.
+DRAIN_POLL = "500 milliseconds"
+
 
 @contextlib.contextmanager
 def stop_on_signals(

@@ -11,18 +11,16 @@ name, missing credentials or a checkpoint of another stream is one line and exit
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from jobs._options import parse_bool
-from jobs._run import stop_and_raise, stop_on_signals, wait_for_query
-from jobs.errors import JobError, SettingsError
+from jobs._options import parse_bool, parse_trigger
+from jobs._run import DRAIN_POLL, stop_and_raise, stop_on_signals, wait_for_query
+from jobs.errors import SettingsError
 from jobs.sources.kafka import KafkaSettings, add_kafka_arguments, kafka_settings_from_args
 
 if TYPE_CHECKING:
@@ -52,10 +50,6 @@ def bronze_schema() -> Any:
     utc = pa.timestamp("us", tz="UTC")
     kinds = [pa.binary(), pa.string(), pa.string(), pa.string(), utc, utc, pa.int64()]
     return pa.schema([pa.field(name, kind) for name, kind in zip(BRONZE_COLUMNS, kinds, strict=True)])
-
-
-_TRIGGER = re.compile(r"^(available-now|processing-time=(\d+(?:\.\d+)?)s)$")
-_DRAIN_POLL = "500 milliseconds"
 
 
 Source = Literal["kinesis", "kafka"]
@@ -101,11 +95,7 @@ class IngestSettings:
             )
         if not self.checkpoint:
             raise SettingsError("--checkpoint: expected a checkpoint path or URI, found nothing.")
-        if not _TRIGGER.match(self.trigger):
-            raise SettingsError(
-                f"--trigger: expected 'available-now' or 'processing-time=<N>s' (e.g. processing-time=5s), "
-                f"found {self.trigger!r}."
-            )
+        parse_trigger(self.trigger)
         from jobs.sources import parse_starting_position
 
         parse_starting_position(self.starting_position)  # the source's own rules; raises a SettingsError
@@ -120,8 +110,7 @@ class IngestSettings:
 
     @property
     def processing_seconds(self) -> float:
-        match = _TRIGGER.match(self.trigger)
-        return float(match.group(2)) if match and match.group(2) else 0.0
+        return parse_trigger(self.trigger) or 0.0
 
 
 def _bool_flag(value: str) -> bool:
@@ -210,16 +199,6 @@ def to_bronze(batch: DataFrame, batch_id: int) -> DataFrame:
     )
 
 
-def _query_app_id(spark: SparkSession, checkpoint: str) -> str:
-    # The transaction app id must be the query's identity: Spark's query id lives in the checkpoint's
-    # `metadata` file and is regenerated when the checkpoint is deleted, so a fresh query (batch ids from 0
-    # again) never has its batches mistaken for ones an earlier query already committed.
-    row = spark.read.text(f"{checkpoint.rstrip('/')}/metadata").first()
-    if row is None:
-        raise JobError(f"expected Spark's query metadata in {checkpoint}/metadata, found an empty file.")
-    return f"lakestack-ingest-{json.loads(row[0])['id']}"
-
-
 def table_options(settings: IngestSettings) -> dict[str, str]:
     """Storage options of the bronze table."""
     from jobs.lake import scoped_storage_options
@@ -306,6 +285,7 @@ def make_batch_writer(
     With ``stages``, each batch's transfer and commit times (and the source's metrics) go to the recorder.
     """
     from jobs.lake import DeltaRsEngine, foreach_batch_writer
+    from jobs.pipelines._job import query_app_id
 
     options = table_options(settings)
     writer: Callable[[DataFrame, int], None] | None = None
@@ -320,7 +300,7 @@ def make_batch_writer(
         if writer is None:
             writer = foreach_batch_writer(
                 DeltaRsEngine().table(settings.table, storage_options=options),
-                app_id=_query_app_id(spark, settings.checkpoint),
+                app_id=query_app_id(spark, settings.checkpoint, "ingest"),
                 prepare=to_bronze,
                 timings=timings,
             )
@@ -387,7 +367,7 @@ def start(
     )
     # Spark 4.0 falls back to a single (capped) batch for Python sources under Trigger.AvailableNow, so
     # available-now is a fast processing-time trigger that `run()` stops once the source has caught up.
-    interval = _DRAIN_POLL if settings.available_now else f"{settings.processing_seconds:g} seconds"
+    interval = DRAIN_POLL if settings.available_now else f"{settings.processing_seconds:g} seconds"
     writer = writer.trigger(processingTime=interval)
     log.info(
         "ingest: %s (%s) -> %s, checkpoint %s, trigger %s",

@@ -29,7 +29,8 @@ from urllib.parse import urlparse
 import pyarrow.fs as pafs
 
 from jobs._files import filesystem_for, join
-from jobs._run import stop_and_raise, stop_on_signals, wait_for_query
+from jobs._options import parse_trigger
+from jobs._run import DRAIN_POLL, stop_and_raise, stop_on_signals, wait_for_query
 from jobs.errors import AccessError, JobError, SettingsError, one_line
 from jobs.sources import DELTA_READERS
 
@@ -41,10 +42,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_TRIGGER = re.compile(r"^(available-now|processing-time=(\d+(?:\.\d+)?)s)$")
-# A bounded run is a fast processing-time trigger stopped once a trigger finds nothing new (Spark 4.0 runs a
-# Python source only once under Trigger.AvailableNow); see jobs.ingest.caught_up.
-DRAIN_POLL = "500 milliseconds"
 METRICS_DIR = "pipeline/metrics"
 _BATCH_FILE = re.compile(r"batch-(\d+)\.json$")
 
@@ -69,15 +66,8 @@ class JobSettings:
                 )
         if not self.checkpoint:
             raise SettingsError("--checkpoint: expected a checkpoint path or URI, found nothing.")
-        if not _TRIGGER.match(self.trigger):
-            raise SettingsError(
-                f"--trigger: expected 'available-now' or 'processing-time=<N>s' (e.g. processing-time=5s), "
-                f"found {self.trigger!r}."
-            )
-        if self.delta_reader not in DELTA_READERS:
-            raise SettingsError(
-                f"--delta-reader: expected one of {', '.join(DELTA_READERS)}, found {self.delta_reader!r}."
-            )
+        parse_trigger(self.trigger)
+        check_delta_reader(self.delta_reader)
 
     @property
     def available_now(self) -> bool:
@@ -86,11 +76,8 @@ class JobSettings:
     @property
     def interval(self) -> str:
         """The Spark trigger interval this trigger runs with."""
-        if self.available_now:
-            return DRAIN_POLL
-        match = _TRIGGER.match(self.trigger)
-        seconds = float(match.group(2)) if match and match.group(2) else 5.0
-        return f"{seconds:g} seconds"
+        seconds = parse_trigger(self.trigger)
+        return DRAIN_POLL if seconds is None else f"{seconds:g} seconds"
 
     def table(self, name: str) -> str:
         """The URI of one of the pipeline's tables under ``--lake``."""
@@ -117,6 +104,11 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--endpoint-url", default=None, help="S3 endpoint for an emulator (s3:// URIs only)")
     parser.add_argument("--region", default=None, help="AWS region of s3:// tables")
+    add_delta_reader_argument(parser)
+
+
+def add_delta_reader_argument(parser: argparse.ArgumentParser) -> None:
+    """``--delta-reader``: which Delta reader streams ``--source-table`` (every pipeline)."""
     parser.add_argument(
         "--delta-reader",
         default="auto",
@@ -124,6 +116,18 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
         help="how --source-table is read: Spark's own Delta source (spark: Synapse, where its jars load), the "
         "kit's Python source (python: Spark 4.0), or auto: Spark's where its classes load (default: %(default)s)",
     )
+
+
+def check_delta_reader(delta_reader: str) -> None:
+    """Refuse a ``--delta-reader`` that is not one of :data:`jobs.sources.DELTA_READERS`.
+
+    Raises:
+        SettingsError: naming the flag, the choices and the value.
+    """
+    if delta_reader not in DELTA_READERS:
+        raise SettingsError(
+            f"--delta-reader: expected one of {', '.join(DELTA_READERS)}, found {delta_reader!r}."
+        )
 
 
 DEFAULT_MAX_FILES_PER_TRIGGER = 1000

@@ -26,7 +26,6 @@ batch without applying anything twice.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import threading
 import time
@@ -41,7 +40,7 @@ import pyarrow.compute as pc
 
 from jobs._options import parse_duration, parse_trigger
 from jobs._run import stop_and_raise, stop_on_signals, wait_for_query
-from jobs.errors import JobError, SettingsError
+from jobs.errors import SettingsError
 from jobs.lake import LakeTable, scoped_storage_options, to_arrow, with_retries
 from jobs.pipelines._cdc import CHANGE_SCHEMA
 from jobs.pipelines._envelope import (
@@ -56,9 +55,13 @@ from jobs.pipelines._envelope import (
 )
 from jobs.pipelines._job import (
     JobSettings,
+    add_delta_reader_argument,
     add_max_files_argument,
+    check_delta_reader,
     check_max_files,
     preflight,
+    query_app_id,
+    read_bronze,
 )
 from jobs.pipelines._orders_tables import (
     DEFAULT_TOMBSTONE_RETENTION,
@@ -74,7 +77,6 @@ from jobs.pipelines._orders_tables import (
     read_base,
     read_snapshot,
 )
-from jobs.sources import DELTA_READERS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -167,10 +169,7 @@ class OrdersSettings:
                 f"--tombstone-retention: expected a positive duration, found {self.tombstone_retention}."
             )
         check_max_files(self.max_files_per_trigger)
-        if self.delta_reader not in DELTA_READERS:
-            raise SettingsError(
-                f"--delta-reader: expected one of {', '.join(DELTA_READERS)}, found {self.delta_reader!r}."
-            )
+        check_delta_reader(self.delta_reader)
 
     @property
     def available_now(self) -> bool:
@@ -383,23 +382,14 @@ class OrdersJob:
             bronze: the bronze stream to read (default: ``--source-table`` through the Delta reader
                 ``--delta-reader`` picks).
         """
-        from jobs.sources import read_delta_stream
-
         settings = self.settings
-        assert settings.source_table is not None and settings.checkpoint is not None  # validated
         if bronze is None:
-            bronze = read_delta_stream(
-                spark,
-                settings.source_table,
-                storage_options=settings.options_for(settings.source_table),
-                max_files_per_trigger=settings.max_files_per_trigger,
-                checkpoint_location=settings.checkpoint,
-                reader=settings.delta_reader,
-            )
+            bronze = read_bronze(spark, settings.job, max_files_per_trigger=settings.max_files_per_trigger)
 
         def write(batch: DataFrame, batch_id: int) -> None:
             if self._app_id is None:
-                self._app_id = _query_app_id(spark, settings.checkpoint or "", "-".join(self.layouts))
+                pipeline = f"orders-{'-'.join(self.layouts)}"
+                self._app_id = query_app_id(spark, settings.checkpoint or "", pipeline)
             self.write_batch(self._app_id, batch, batch_id)
 
         interval = parse_trigger(settings.trigger)
@@ -432,16 +422,6 @@ def _append(table: LakeTable, rows: pa.Table, *, app_id: str, batch_id: int) -> 
     if not table.exists():
         table.create(QUARANTINE_SCHEMA)
     table.append(rows, app_id=app_id, batch_id=batch_id)
-
-
-def _query_app_id(spark: SparkSession, checkpoint: str, layout: str) -> str:
-    # The transaction app id is the query's identity (Spark's query id, from the checkpoint's metadata
-    # file): a fresh checkpoint is a fresh query whose batch ids restart at 0 and must not be mistaken for
-    # batches an earlier query committed.
-    row = spark.read.text(f"{checkpoint.rstrip('/')}/metadata").first()
-    if row is None:
-        raise JobError(f"expected Spark's query metadata in {checkpoint}/metadata, found an empty file.")
-    return f"lakestack-orders-{layout}-{json.loads(row[0])['id']}"
 
 
 # -- reads -------------------------------------------------------------------------------------------------------
@@ -602,13 +582,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="keep a deleted order's tombstone this long (default: %(default)s)",
     )
     add_max_files_argument(parser)
-    parser.add_argument(
-        "--delta-reader",
-        default="auto",
-        choices=DELTA_READERS,
-        help="how --source-table is read: Spark's own Delta source (spark: Synapse, where its jars load), the "
-        "kit's Python source (python: Spark 4.0), or auto: Spark's where its classes load (default: %(default)s)",
-    )
+    add_delta_reader_argument(parser)
 
 
 def settings_from_args(args: argparse.Namespace) -> OrdersSettings:
