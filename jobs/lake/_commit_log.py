@@ -23,6 +23,11 @@ FILES_REMOVED_KEY = "_lakestack.filesRemoved"
 BYTES_ADDED_KEY = "_lakestack.bytesAdded"
 
 
+def commit_metadata(app_id: str, batch_id: int) -> dict[str, str]:
+    """The keys the lake writes with each commit of a micro-batch, which :func:`commit_record` reads back."""
+    return {APP_ID_KEY: app_id, BATCH_ID_KEY: str(batch_id)}
+
+
 def commit_record(version: int, timestamp: datetime, operation: str, metadata: Mapping) -> CommitRecord:
     """Build a ``CommitRecord``, taking (app_id, batch_id) from the keys the lake writes with each commit,
     and the file counts from the keys :func:`commit_infos` adds (absent: None)."""

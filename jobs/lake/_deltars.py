@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -21,11 +22,9 @@ from jobs.lake._arrow import (
     merge_source,
     normalize_timestamps,
 )
-from jobs.lake._commit_log import commit_infos, commit_record
+from jobs.lake._commit_log import commit_infos, commit_metadata, commit_record
 from jobs.lake._sql import quote_identifier
 from jobs.lake.engine import (
-    APP_ID_KEY,
-    BATCH_ID_KEY,
     DEFAULT_RETENTION_HOURS,
     AppendResult,
     CommitRecord,
@@ -40,6 +39,8 @@ from jobs.lake.engine import (
     TableRef,
 )
 from jobs.lake.errors import LakeError, LakeTableNotFoundError
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,26 @@ class DeltaRsEngine(TableHandles):
             if table is not None:
                 self._handles[key] = table
 
+    def _use_latest(
+        self, table_uri: str, options: dict[str, str], use: Callable[[DeltaTable | None], _T]
+    ) -> _T:
+        """``use(table)`` on the engine's open table at ``table_uri`` (None when there is none).
+
+        When the kept handle finds log files it had read gone, ``use`` runs once more on a table opened
+        afresh, unless the table was deleted or replaced meanwhile (then a :class:`LakeError`).
+        """
+        for fresh in (False, True):
+            seen: int | None = None
+            try:
+                with self._latest(table_uri, options) as table:
+                    seen = None if table is None else table.version()
+                    return use(table)
+            except DeltaError as error:
+                if fresh or seen is None or not _log_gone(error):
+                    raise
+                _check_still_there(table_uri, options, seen, error)  # else: its old log was cleaned up
+        raise AssertionError("unreachable: the second attempt returns or raises")
+
     def __repr__(self) -> str:
         return "DeltaRsEngine()"
 
@@ -140,17 +161,9 @@ class DeltaRsEngine(TableHandles):
             )
         batch = normalize_timestamps(data)
         write = _Write(options, app_id, batch_id, partition_by, schema_mode, target_file_size)
-        for fresh in (False, True):
-            seen: int | None = None
-            try:
-                with self._latest(table_uri, options) as table:
-                    seen = None if table is None else table.version()
-                    return self._append_to(table, table_uri, batch, write)
-            except DeltaError as error:
-                if fresh or seen is None or not _log_gone(error):
-                    raise
-                _check_still_there(table_uri, options, seen, error)  # else: its old log was cleaned up
-        raise AssertionError("unreachable: the second attempt returns or raises")
+        return self._use_latest(
+            table_uri, options, lambda table: self._append_to(table, table_uri, batch, write)
+        )
 
     def _append_to(
         self, table: DeltaTable | None, table_uri: str, batch: pa.Table, write: _Write
@@ -179,17 +192,9 @@ class DeltaRsEngine(TableHandles):
     def transaction_version(self, ref: TableRef, app_id: str) -> int | None:
         """Return the last batch id committed for ``app_id``, or None (also when there is no table)."""
         table_uri, options = ref.uri, dict(ref.storage_options)
-        for fresh in (False, True):
-            seen: int | None = None
-            try:
-                with self._latest(table_uri, options) as table:
-                    seen = None if table is None else table.version()
-                    return None if table is None else table.transaction_version(app_id)
-            except DeltaError as error:
-                if fresh or seen is None or not _log_gone(error):
-                    raise
-                _check_still_there(table_uri, options, seen, error)
-        raise AssertionError("unreachable: the second attempt returns or raises")
+        return self._use_latest(
+            table_uri, options, lambda table: None if table is None else table.transaction_version(app_id)
+        )
 
     def version(self, ref: TableRef) -> int | None:
         """Return the table's latest version, or None when there is no table at the URI."""
@@ -546,16 +551,14 @@ def _check_still_there(table_uri: str, options: dict[str, str], seen: int, error
 def _require(table_uri: str, options: dict[str, str]) -> DeltaTable:
     table = _open(table_uri, options)
     if table is None:
-        raise LakeTableNotFoundError(
-            f"expected a Delta table at {table_uri}, found no _delta_log there; write to it or create it first."
-        )
+        raise LakeTableNotFoundError.at(table_uri)
     return table
 
 
 def _commit_properties(app_id: str, batch_id: int) -> CommitProperties:
     # The txn action makes the batch idempotent; the commitInfo keys let commits() map batch -> commit time.
     return CommitProperties(
-        custom_metadata={APP_ID_KEY: app_id, BATCH_ID_KEY: str(batch_id)},
+        custom_metadata=commit_metadata(app_id, batch_id),
         app_transactions=[Transaction(app_id, batch_id)],
     )
 

@@ -17,11 +17,9 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from jobs.lake._arrow import check_filters, check_schema, merge_source, normalize_timestamps, to_arrow
-from jobs.lake._commit_log import commit_record
+from jobs.lake._commit_log import commit_metadata, commit_record
 from jobs.lake._sql import quote_identifier
 from jobs.lake.engine import (
-    APP_ID_KEY,
-    BATCH_ID_KEY,
     DEFAULT_RETENTION_HOURS,
     AppendResult,
     CommitRecord,
@@ -119,9 +117,7 @@ class JvmDeltaEngine(TableHandles):
 
         spark = self._session()
         if not DeltaTable.isDeltaTable(spark, table_uri):
-            raise LakeTableNotFoundError(
-                f"expected a Delta table at {table_uri}, found no _delta_log there; write to it or create it first."
-            )
+            raise LakeTableNotFoundError.at(table_uri)
         return DeltaTable.forPath(spark, table_uri)
 
     def _exists(self, table_uri: str) -> bool:
@@ -159,7 +155,7 @@ class JvmDeltaEngine(TableHandles):
             .mode("append")
             .option("txnAppId", app_id)
             .option("txnVersion", batch_id)
-            .option("userMetadata", json.dumps({APP_ID_KEY: app_id, BATCH_ID_KEY: str(batch_id)}))
+            .option("userMetadata", _user_metadata(app_id, batch_id))
         )
         if schema_mode == "merge":
             writer = writer.option("mergeSchema", "true")
@@ -290,11 +286,7 @@ class JvmDeltaEngine(TableHandles):
             merger = merger.whenMatchedUpdate(condition=newer, set=updates).whenNotMatchedInsert(
                 values=updates
             )
-        metadata = (
-            json.dumps({APP_ID_KEY: app_id, BATCH_ID_KEY: str(batch_id)})
-            if app_id is not None and batch_id is not None
-            else None
-        )
+        metadata = _user_metadata(app_id, batch_id)
         with _session_settings(spark, {"spark.databricks.delta.commitInfo.userMetadata": metadata}):
             merger.execute()
         metrics = self._table(table_uri).history(1).collect()[0]["operationMetrics"] or {}
@@ -321,18 +313,12 @@ class JvmDeltaEngine(TableHandles):
             raise LakeError(f"delete from {table_uri}: give both app_id and batch_id, or neither.")
         before = self.version(ref)
         if before is None:
-            raise LakeTableNotFoundError(
-                f"expected a Delta table at {table_uri}, found no _delta_log there; write to it or create it first."
-            )
+            raise LakeTableNotFoundError.at(table_uri)
         if app_id is not None and batch_id is not None:
             done = self.transaction_version(ref, app_id)
             if done is not None and done >= batch_id:
                 return DeleteResult(committed=False, table_version=before)
-        metadata = (
-            json.dumps({APP_ID_KEY: app_id, BATCH_ID_KEY: str(batch_id)})
-            if app_id is not None and batch_id is not None
-            else None
-        )
+        metadata = _user_metadata(app_id, batch_id)
         spark = self._session()
         with _session_settings(spark, {"spark.databricks.delta.commitInfo.userMetadata": metadata}):
             self._table(table_uri).delete(predicate)
@@ -453,6 +439,13 @@ class JvmDeltaEngine(TableHandles):
             min_writer_version=int(row["minWriterVersion"]),
             writer_features=features,
         )
+
+
+def _user_metadata(app_id: str | None, batch_id: int | None) -> str | None:
+    # Delta's userMetadata is one string: the commit keys as JSON, which commits() reads back.
+    if app_id is None or batch_id is None:
+        return None
+    return json.dumps(commit_metadata(app_id, batch_id))
 
 
 def _spark_condition(condition: Filter) -> Any:

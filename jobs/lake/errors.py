@@ -70,6 +70,13 @@ class LakeTableNotFoundError(LakeError, FileNotFoundError):
     # Not a NotFoundError: Python cannot build a class that is both a ValueError and an OSError.
     exit_code = USER_MISTAKE
 
+    @classmethod
+    def at(cls, table_uri: str) -> LakeTableNotFoundError:
+        """The error for an operation that found no Delta table at ``table_uri`` (every engine's words)."""
+        return cls(
+            f"expected a Delta table at {table_uri}, found no _delta_log there; write to it or create it first."
+        )
+
 
 class TableAccessError(LakeError, AccessError):
     """A table's storage could not be reached or refused the job (credentials, permission, bucket, endpoint)."""
