@@ -16,12 +16,14 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
+    from jobs.pipelines._job import JobSettings
     from lakestack.targets import LocalTarget
     from loadtest.ledger import LedgerEntry
 
@@ -70,6 +72,29 @@ class RunContext:
     def checkpoint(self, pipeline: str) -> str:
         """The checkpoint of one pipeline's query in this run."""
         return str((self.run_dir / "checkpoints" / pipeline).resolve())
+
+    def job_settings(self, pipeline: str) -> JobSettings:
+        """The common flags (contract C3) of one pipeline's job in this run: bronze in, the run's lake out."""
+        from jobs.pipelines._job import JobSettings
+
+        return JobSettings(
+            source_table=self.bronze,
+            lake=self.lake,
+            checkpoint=self.checkpoint(pipeline),
+            trigger=self.trigger,
+            endpoint_url=self.endpoint_url,
+            region=self.region,
+        )
+
+    def bronze_rows(self) -> int:
+        """Rows in the bronze table now."""
+        from deltalake import DeltaTable
+
+        return (
+            DeltaTable(self.bronze, storage_options=self.storage_options(self.bronze))
+            .to_pyarrow_dataset()
+            .count_rows()
+        )
 
     def storage_options(self, uri: str) -> dict[str, str]:
         """delta-rs storage options for a table of this run (the emulator's endpoint for s3:// URIs)."""
@@ -188,6 +213,31 @@ class DemoPipeline(Protocol):
     def start(self, run: RunContext) -> StreamingQuery: ...
 
     def check(self, run: RunContext, loads: Loads) -> dict[str, Any]: ...
+
+
+# What a bronze -> silver job counts over its query (its ``read_totals``), as the demo reports them.
+JOB_COUNTS = ("bronze_rows", "silver_rows", "quarantined", "duplicates_removed", "other_types", "late")
+
+
+def job_totals(totals: Mapping[str, Any]) -> dict[str, int]:
+    """The job's :data:`JOB_COUNTS` over every batch of its query (0 for a count it never made)."""
+    return {k: int(totals.get(k, 0)) for k in JOB_COUNTS}
+
+
+def invariant_holds(bronze_rows: int, total: Mapping[str, int]) -> bool:
+    """Contract C1: the job read every bronze row, and bronze rows = silver + quarantined + duplicates removed
+    + other types."""
+    return (
+        bronze_rows
+        == total["bronze_rows"]
+        == total["silver_rows"] + total["quarantined"] + total["duplicates_removed"] + total["other_types"]
+    )
+
+
+def quarantined_positions(quarantine: pa.Table) -> Counter[Position]:
+    """The bronze positions in rows read from a quarantine table (its ``shard_id``, ``sequence_number``)."""
+    shards, sequences = quarantine["shard_id"].to_pylist(), quarantine["sequence_number"].to_pylist()
+    return Counter(zip(cast("list[str]", shards), cast("list[str]", sequences), strict=True))
 
 
 def counted(positions: Iterable[Position]) -> Counter[Position]:

@@ -11,10 +11,15 @@ after compaction + Z-order.
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from lakestack.demo_pipelines._base import Loads, RunContext
+from lakestack.demo_pipelines._base import (
+    Loads,
+    RunContext,
+    invariant_holds,
+    job_totals,
+    quarantined_positions,
+)
 from lakestack.demo_pipelines._fraud_score import model_figures, rule_figures, silver_figures
 
 if TYPE_CHECKING:
@@ -26,7 +31,6 @@ if TYPE_CHECKING:
 # Demo-sized rewrite target (64 KiB): at a few thousand rows delta-rs' default target makes one file, which
 # shows no skipping; `python -m jobs fraud --optimize` on a real table keeps the engine's default.
 DEMO_TARGET_FILE_SIZE = 64 * 1024
-_COUNTS = ("bronze_rows", "silver_rows", "quarantined", "duplicates_removed", "other_types", "late")
 
 
 class FraudPipeline:
@@ -36,18 +40,9 @@ class FraudPipeline:
     scenarios: ClassVar[tuple[str, ...]] = ("transactions",)
 
     def settings(self, run: RunContext) -> FraudSettings:
-        from jobs.pipelines._job import JobSettings
         from jobs.pipelines.fraud import FraudSettings
 
-        job = JobSettings(
-            source_table=run.bronze,
-            lake=run.lake,
-            checkpoint=run.checkpoint(self.name),
-            trigger=run.trigger,
-            endpoint_url=run.endpoint_url,
-            region=run.region,
-        )
-        return FraudSettings(job=job)
+        return FraudSettings(job=run.job_settings(self.name))
 
     def start(self, run: RunContext) -> StreamingQuery:
         from jobs.pipelines import fraud
@@ -55,8 +50,6 @@ class FraudPipeline:
         return fraud.start(run.spark, self.settings(run))
 
     def check(self, run: RunContext, loads: Loads) -> dict[str, Any]:
-        from deltalake import DeltaTable
-
         from jobs.pipelines import fraud
         from jobs.pipelines._fraud_model import load_model
 
@@ -80,17 +73,10 @@ class FraudPipeline:
         figures = rule_figures(truth, alerts.read(), transactions, commits)
 
         quarantine = table(fraud.QUARANTINE).read(columns=["shard_id", "sequence_number"])
-        quarantined = Counter(
-            zip(quarantine["shard_id"].to_pylist(), quarantine["sequence_number"].to_pylist(), strict=True)
-        )
+        quarantined = quarantined_positions(quarantine)
         expected_quarantine = loads.expected_quarantine("transactions")
-        totals = fraud.read_totals(settings)  # over every batch, pruned ones included
-        total = {k: int(totals.get(k, 0)) for k in _COUNTS}
-        bronze_rows = (
-            DeltaTable(run.bronze, storage_options=run.storage_options(run.bronze))
-            .to_pyarrow_table(columns=["batch_id"])
-            .num_rows
-        )
+        total = job_totals(fraud.read_totals(settings))  # over every batch, pruned ones included
+        bronze_rows = run.bronze_rows()
         model = load_model(settings.model)
         layout = fraud.optimize_transactions(
             job.lake,
@@ -107,12 +93,7 @@ class FraudPipeline:
             "other_types": total["other_types"],
             "expected_other_types": loads.expected_other_types("transactions"),
             "bronze_rows": bronze_rows,
-            "invariant_holds": bronze_rows
-            == total["bronze_rows"]
-            == total["silver_rows"]
-            + total["quarantined"]
-            + total["duplicates_removed"]
-            + total["other_types"],
+            "invariant_holds": invariant_holds(bronze_rows, total),
         }
         ok = bool(
             figures.pop("ok")

@@ -16,7 +16,15 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from lakestack.demo_pipelines._base import Loads, RunContext, ScenarioLoad, mismatch
+from lakestack.demo_pipelines._base import (
+    Loads,
+    RunContext,
+    ScenarioLoad,
+    invariant_holds,
+    job_totals,
+    mismatch,
+    quarantined_positions,
+)
 from lakestack.report import percentile
 
 if TYPE_CHECKING:
@@ -40,18 +48,9 @@ class SalesPipeline:
     scenarios: ClassVar[tuple[str, ...]] = ("sales",)
 
     def settings(self, run: RunContext) -> SalesSettings:
-        from jobs.pipelines._job import JobSettings
         from jobs.pipelines.sales import SalesSettings
 
-        job = JobSettings(
-            source_table=run.bronze,
-            lake=run.lake,
-            checkpoint=run.checkpoint(self.name),
-            trigger=run.trigger,
-            endpoint_url=run.endpoint_url,
-            region=run.region,
-        )
-        return SalesSettings(job=job, json_sink=f"{run.lake}/sales_json")
+        return SalesSettings(job=run.job_settings(self.name), json_sink=f"{run.lake}/sales_json")
 
     def start(self, run: RunContext) -> StreamingQuery:
         from jobs.pipelines import sales
@@ -74,18 +73,11 @@ class SalesPipeline:
         duplicates = sum(n - 1 for n in silver_ids.values())
 
         quarantine = DeltaTable(settings.quarantine).to_pyarrow_table(columns=["shard_id", "sequence_number"])
-        quarantined = Counter(
-            zip(quarantine["shard_id"].to_pylist(), quarantine["sequence_number"].to_pylist(), strict=True)
-        )
+        quarantined = quarantined_positions(quarantine)
         expected_quarantine = loads.expected_quarantine("sales")
         # Totals over every batch: the per-batch files of all but the newest are pruned on long runs.
-        totals = sales.read_totals(settings)
-        total = {k: int(totals.get(k, 0)) for k in _COUNTS}
-        bronze_rows = (
-            DeltaTable(run.bronze, storage_options=run.storage_options(run.bronze))
-            .to_pyarrow_dataset()
-            .count_rows()
-        )
+        total = job_totals(sales.read_totals(settings))
+        bronze_rows = run.bronze_rows()
         figures: dict[str, Any] = {
             "rows": silver.num_rows,
             "missing": missing,
@@ -100,12 +92,7 @@ class SalesPipeline:
             "expected_other_types": loads.expected_other_types("sales"),
             "late": total["late"],
             "bronze_rows": bronze_rows,
-            "invariant_holds": bronze_rows
-            == total["bronze_rows"]
-            == total["silver_rows"]
-            + total["quarantined"]
-            + total["duplicates_removed"]
-            + total["other_types"],
+            "invariant_holds": invariant_holds(bronze_rows, total),
             "gold_matches_truth": _gold_matches(settings, load, acked_valid),
             **_latency(settings, run.storage_options(settings.silver)),
             "json_vs_delta": compare_json_and_delta(run, settings),
@@ -122,9 +109,6 @@ class SalesPipeline:
             and figures["json_vs_delta"].get("answers_match", False)
         )
         return {"ok": figures.pop("ok"), **figures}
-
-
-_COUNTS = ("bronze_rows", "silver_rows", "quarantined", "duplicates_removed", "other_types", "late")
 
 
 def _gold_matches(settings: SalesSettings, load: ScenarioLoad, acked_valid: list[str]) -> bool:

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
+from types import SimpleNamespace
 
+import pyarrow as pa
 import pytest
 
+from jobs.pipelines._job import JobSettings
 from lakestack.demo_pipelines import PIPELINES, Loads, ScenarioLoad, scenarios_for, select
+from lakestack.demo_pipelines._base import RunContext, invariant_holds, job_totals, quarantined_positions
 from lakestack.errors import UserError
 from lakestack.reconcile import reconcile
 from lakestack.report import RunReport
@@ -48,6 +53,41 @@ def test_what_each_pipeline_must_quarantine_and_count_as_other_types(tmp_path):
     assert loads.expected_other_types("sales") == 2
     assert loads.expected_other_types("orders") == 4  # s1 twice, s2, bad-field: sales events to orders
     assert loads["transactions"].entries == []
+
+
+def test_a_jobs_totals_and_the_bronze_invariant():
+    total = job_totals(
+        {"bronze_rows": 10, "silver_rows": 6, "quarantined": 2, "other_types": 1, "batch_id": 4}
+    )
+    assert total == {
+        "bronze_rows": 10,
+        "silver_rows": 6,
+        "quarantined": 2,
+        "duplicates_removed": 0,
+        "other_types": 1,
+        "late": 0,
+    }
+    assert not invariant_holds(10, total)  # one row unaccounted for
+    assert invariant_holds(10, {**total, "duplicates_removed": 1})
+    assert not invariant_holds(11, {**total, "duplicates_removed": 1})  # the job did not read every row
+
+
+def test_quarantined_positions_count_each_bronze_position():
+    rows = pa.table(
+        {"shard_id": ["a", "a", "b"], "sequence_number": ["1", "1", "7"], "reason": ["x", "y", "z"]}
+    )
+    assert quarantined_positions(rows) == Counter({("a", "1"): 2, ("b", "7"): 1})
+
+
+def test_a_runs_job_settings_point_the_pipeline_at_bronze_and_the_runs_lake(tmp_path):
+    target = SimpleNamespace(table_uri=str(tmp_path / "bronze"))
+    run = RunContext(spark=None, run_dir=tmp_path, target=target, lake=str(tmp_path / "lake"))
+    assert run.job_settings("fraud") == JobSettings(
+        source_table=str(tmp_path / "bronze"),
+        lake=str(tmp_path / "lake"),
+        checkpoint=str((tmp_path / "checkpoints" / "fraud").resolve()),
+        trigger="processing-time=1s",
+    )
 
 
 def test_scenario_loads_are_read_from_their_ledger_folder(tmp_path):
