@@ -83,6 +83,10 @@ class JobSettings:
         """The URI of one of the pipeline's tables under ``--lake``."""
         return f"{self.lake.rstrip('/')}/{name}"
 
+    def batch_metrics(self, *, retain: int | None = None) -> BatchMetrics:
+        """The job's per-batch figures next to ``--checkpoint`` (:class:`BatchMetrics`)."""
+        return BatchMetrics(self.checkpoint, self.storage_options(self.checkpoint), retain=retain)
+
     def storage_options(self, uri: str) -> dict[str, str]:
         """delta-rs storage options for ``uri``: the endpoint and region apply to s3:// URIs only."""
         from jobs.lake import scoped_storage_options

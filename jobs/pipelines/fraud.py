@@ -38,7 +38,6 @@ from jobs.pipelines._envelope import (
 from jobs.pipelines._fraud_model import FraudModel, load_model, scorer
 from jobs.pipelines._fraud_state import INPUT_COLUMNS, OUTPUT_SCHEMA, STATE_SCHEMA, detect_frauds
 from jobs.pipelines._job import (
-    BatchMetrics,
     JobSettings,
     add_common_arguments,
     add_max_files_argument,
@@ -352,14 +351,12 @@ def batch_counts(kinds: Mapping[str | None, int], *, late: int) -> dict[str, int
 
 def read_totals(settings: FraudSettings) -> dict[str, int]:
     """The job's counts summed over every batch of its query (also those whose own files were pruned)."""
-    job = settings.job
-    return BatchMetrics(job.checkpoint, job.storage_options(job.checkpoint)).totals()
+    return settings.job.batch_metrics().totals()
 
 
 def read_metrics(settings: FraudSettings) -> list[dict[str, Any]]:
     """Every committed batch's figures (``<checkpoint>/pipeline/metrics``), oldest first."""
-    job = settings.job
-    return BatchMetrics(job.checkpoint, job.storage_options(job.checkpoint)).read_all()
+    return settings.job.batch_metrics().read_all()
 
 
 def make_batch_writer(
@@ -381,9 +378,7 @@ def make_batch_writer(
 
     bound = tables or FraudTables.under(settings)
     job = settings.job
-    metrics = BatchMetrics(
-        job.checkpoint, job.storage_options(job.checkpoint), retain=batches_to_retain(spark)
-    )
+    metrics = job.batch_metrics(retain=batches_to_retain(spark))
     identity: list[str] = []
 
     def write(batch: DataFrame, batch_id: int) -> None:

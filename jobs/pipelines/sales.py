@@ -49,7 +49,6 @@ from jobs.pipelines._envelope import (
     quarantine_table,
 )
 from jobs.pipelines._job import (
-    BatchMetrics,
     JobSettings,
     add_common_arguments,
     add_max_files_argument,
@@ -228,9 +227,7 @@ class SalesBatchWriter:
         self.gold = engine.table(settings.gold, storage_options=job.storage_options(settings.gold))
         from jobs.checkpoint import batches_to_retain
 
-        self.metrics = BatchMetrics(
-            job.checkpoint, job.storage_options(job.checkpoint), retain=batches_to_retain(spark)
-        )
+        self.metrics = job.batch_metrics(retain=batches_to_retain(spark))
         self._app_id: str | None = None
 
     def create_tables(self) -> None:
@@ -351,14 +348,12 @@ def _put(fs: Any, path: str, body: bytes) -> Callable[[], None]:
 
 def read_totals(settings: SalesSettings) -> dict[str, int]:
     """The job's counts summed over every batch of its query (also those whose own files were pruned)."""
-    job = settings.job
-    return BatchMetrics(job.checkpoint, job.storage_options(job.checkpoint)).totals()
+    return settings.job.batch_metrics().totals()
 
 
 def read_metrics(settings: SalesSettings) -> list[dict[str, Any]]:
     """The per-batch figures the job wrote next to its checkpoint, oldest first."""
-    job = settings.job
-    return BatchMetrics(job.checkpoint, job.storage_options(job.checkpoint)).read_all()
+    return settings.job.batch_metrics().read_all()
 
 
 def start(spark: SparkSession, settings: SalesSettings, *, bronze: DataFrame | None = None) -> StreamingQuery:
