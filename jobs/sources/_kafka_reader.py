@@ -44,6 +44,7 @@ from jobs.sources._kafka_offsets import (
     raise_on_loss,
     ranges,
 )
+from jobs.sources._python_worker import keep_unchanged_zip_directories
 from jobs.sources.errors import DataLossError, KafkaReadError, SourceSettingsError, StreamNotFoundError
 
 if TYPE_CHECKING:
@@ -376,6 +377,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             return found
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        keep_unchanged_zip_directories()  # once per worker: every later task skips re-reading pyspark.zip
         assert isinstance(partition, KafkaRange)
         if partition.arrow is not None:
             yield from pa.ipc.open_stream(partition.arrow)

@@ -45,6 +45,7 @@ from jobs.sources._offsets import (
     lost_shards,
     parse_starting_position,
 )
+from jobs.sources._python_worker import keep_unchanged_zip_directories
 from jobs.sources._shards import ShardRead, ShardReader, list_shards
 from jobs.sources.errors import DataLossError, SourceSettingsError
 
@@ -561,6 +562,7 @@ class KinesisStreamReader(DataSourceStreamReader):
             return pack_ranges(ranges, task_bytes=self._settings.inline_bytes_per_shard)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        keep_unchanged_zip_directories()  # once per worker: every later task skips re-reading pyspark.zip
         assert isinstance(partition, KinesisPartition)
         for shard_range in partition.ranges:
             yield from self._read_range(shard_range)

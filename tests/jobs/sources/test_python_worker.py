@@ -1,4 +1,4 @@
-"""What the Delta source does once per Spark Python worker: zip directories re-read only when they changed."""
+"""What every Python source does once per Spark Python worker: zip directories re-read only when they changed."""
 
 from __future__ import annotations
 
@@ -93,18 +93,25 @@ def test_real_zipimporter_skips_unchanged_archives_and_still_sees_new_modules(tm
 
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.12+ keeps the interpreter's own lazy reload")
-def test_installed_by_the_first_read_in_a_worker(tmp_path):
-    """The executor side of the source installs it before reading (once per worker process)."""
+@pytest.mark.parametrize(
+    ("module", "reader"),
+    [
+        ("jobs.sources.delta", "_Files"),
+        ("jobs.sources.kinesis", "KinesisStreamReader"),
+        ("jobs.sources._kafka_reader", "KafkaStreamReader"),
+    ],
+)
+def test_installed_by_the_first_read_in_a_worker(module, reader):
+    """Each source's executor side installs it before reading (once per worker process)."""
     script = textwrap.dedent(
-        """
+        f"""
         import zipimport
-        from jobs.sources.delta import _Files
+        from {module} import {reader} as Reader
         before = getattr(zipimport.zipimporter.invalidate_caches, "_lakestack_keeps_unchanged", False)
-        files = _Files()
         try:
-            next(files.read(object()))
+            next(Reader.read(object.__new__(Reader), object()))
         except AssertionError:
-            pass  # not a DeltaPartition: the install happens before the partition is looked at
+            pass  # not the source's partition: the install happens before the partition is looked at
         print(before, zipimport.zipimporter.invalidate_caches._lakestack_keeps_unchanged)
         """
     )
