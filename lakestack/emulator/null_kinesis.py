@@ -67,6 +67,10 @@ def _summary(body: dict[str, Any]) -> dict[str, Any]:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as botocore's connection pool expects
+    # The reply goes out as two writes (headers, then body); with Nagle's algorithm on, the body waits for the
+    # client's delayed ACK of the headers: ~40 ms per request on a kept-alive connection (measured: 44 ms
+    # median, so a sequential client could not pass ~2,300 entries/s at batch 100).
+    disable_nagle_algorithm = True
 
     def do_POST(self) -> None:
         target = self.headers.get("X-Amz-Target", "")
