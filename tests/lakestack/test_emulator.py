@@ -107,3 +107,30 @@ def test_get_records_answers_as_moto_does():
     assert ([r.data for r in records], last) == (["r0", "r1", "r2", "r3", "r4"], 5)
     assert shard.get_records("5", 10) == ([], 5, 0)
     assert shard.get_records("9", 10) == ([], 9, 0)
+
+
+def test_records_keep_moto_times_and_the_reply_truncates_them_to_milliseconds():
+    import datetime as dt
+
+    from moto.core.utils import unix_time
+    from moto.kinesis.models import Record
+
+    from lakestack.emulator.server import _epoch_millis, patch_kinesis
+
+    patch_kinesis()
+    before = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    record = Record("k", "ZGF0YQ==", 7, "")
+    after = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    assert (record.partition_key, record.data, record.sequence_number, record.explicit_hash_key) == (
+        "k",
+        "ZGF0YQ==",
+        7,
+        "",
+    )
+    assert before <= record.created_at_datetime <= after
+    assert record.created_at == unix_time(record.created_at_datetime)  # moto's own arithmetic, to the bit
+    assert _epoch_millis(dt.datetime(2026, 11, 24, 16, 0, 0, 123456)) == 1795536000.123
+    assert _epoch_millis(dt.datetime(2026, 11, 24, 16, 0, 0, 999)) == 1795536000.0
+    assert isinstance(_epoch_millis(dt.datetime(2026, 11, 24, 16, 0, 0, 999)), float)
+    assert _epoch_millis(dt.datetime(2026, 11, 24, 16, 0, 0)) == 1795536000
+    assert isinstance(_epoch_millis(dt.datetime(2026, 11, 24, 16, 0, 0)), int)
