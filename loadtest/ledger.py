@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import socket
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, fields
 from json.encoder import encode_basestring_ascii
 from pathlib import Path
@@ -16,7 +16,7 @@ from typing import IO, TYPE_CHECKING
 from loadtest.errors import LoadTestError
 
 if TYPE_CHECKING:
-    from loadtest.clients._base import SendResult
+    from loadtest.clients._base import Acknowledged, SendResult
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +59,23 @@ class LedgerWriter:
                 f'{{"event_id":{quote(e.event_id)},"event_time":{quote(e.event_time)},'
                 f'"shard_id":{quote(e.shard_id)},"sequence_number":{quote(e.sequence_number)}}}\n'
                 for e in entries
+            )
+        )
+        self._file.flush()
+
+    def write_acknowledged(self, acknowledged: Sequence[Acknowledged]) -> None:
+        """Append one reply's accepted entries and flush: the lines :meth:`write` gives, without building a
+        :class:`LedgerEntry` per entry first (a third of the ledger's cost, paid for every acknowledged entry)."""
+        if self._file is None:
+            raise LoadTestError(f"ledger {self.path}: expected an open ledger, found it closed.")
+        quote = encode_basestring_ascii
+        self._file.write(
+            "".join(
+                [
+                    f'{{"event_id":{quote(a.event.event_id)},"event_time":{quote(a.event.event_time)},'
+                    f'"shard_id":{quote(a.shard_id)},"sequence_number":{quote(a.sequence_number)}}}\n'
+                    for a in acknowledged
+                ]
             )
         )
         self._file.flush()

@@ -39,10 +39,11 @@ from loadtest.clients.kinesis import (
 from loadtest.errors import LoadTestError, OptionError, RecordTooLargeError, StreamNotFoundError
 from loadtest.events import Event
 from loadtest.generators import Generator, make_generator
-from loadtest.ledger import LedgerEntry, LedgerWriter, ProducerStats, write_producer_stats
+from loadtest.ledger import LedgerWriter, ProducerStats, write_producer_stats
 from loadtest.options import LoadSettings, add_arguments, settings_from_options
 from loadtest.partitioning import HotKeyMonitor
 from loadtest.quota import Quota
+from loadtest.stats import record_logger
 
 logger = logging.getLogger(__name__)
 
@@ -355,7 +356,7 @@ class LakestackUser(User):
                 continue
             to_send.append(event)
         ledger = state.ledger_writer(self.settings.ledger_dir) if self.settings.ledger_dir else None
-        record = None if ledger is None else lambda acked: ledger.write(_ledger_entries(acked))
+        record = None if ledger is None else ledger.write_acknowledged
         try:
             result = self.send(to_send, on_acknowledged=record) if to_send else SendResult()
         except StreamNotFoundError as exc:
@@ -379,23 +380,25 @@ class LakestackUser(User):
         state.settle(len(result.acknowledged), len(result.failed) + len(refused))
 
 
-def _ledger_entries(acknowledged: list[Acknowledged]) -> list[LedgerEntry]:
-    return [
-        LedgerEntry(a.event.event_id, a.event.event_time, a.shard_id, a.sequence_number) for a in acknowledged
-    ]
-
-
 class KinesisUser(LakestackUser):
     """Sends to a Kinesis stream with PutRecords (batched, per-entry retries)."""
 
     abstract = True
 
+    def client(self, settings: LoadSettings) -> Any:
+        """The boto3 Kinesis client, one per process."""
+        return process_state(self.environment).kinesis(settings)
+
     def make_producer(self, settings: LoadSettings) -> Producer:
-        """The Kinesis producer: one PutRecords batch per send, retried for exactly the entries that failed."""
+        """The Kinesis producer: one PutRecords batch per send, retried for exactly the entries that failed.
+
+        Accepted entries go into Locust's statistics once per reply (:func:`loadtest.stats.record_logger`).
+        """
         return KinesisProducer(
-            process_state(self.environment).kinesis(settings),
+            self.client(settings),
             settings.stream,
             fire=self.environment.events.request.fire,
+            log_records=record_logger(self.environment.stats),
             retry=RetryPolicy(max_attempts=settings.max_attempts),
             sleep=gevent.sleep,
         )

@@ -11,6 +11,9 @@ from loadtest.errors import RecordTooLargeError
 from loadtest.events import Event
 
 RequestFire = Callable[..., None]
+# (request_type, name, response_time_ms, total_bytes, count): many successful requests logged at once
+# (``loadtest.stats.record_logger`` under Locust).
+LogRecords = Callable[[str, str, float, int, int], None]
 
 
 def record_size(event: Event) -> int:
@@ -70,8 +73,9 @@ class Producer(ABC):
 
     request_type: str
 
-    def __init__(self, *, fire: RequestFire | None = None) -> None:
+    def __init__(self, *, fire: RequestFire | None = None, log_records: LogRecords | None = None) -> None:
         self._fire = fire
+        self._log_records = log_records
 
     @abstractmethod
     def send(self, batch: Sequence[Event], *, on_acknowledged: OnAcknowledged | None = None) -> SendResult:
@@ -99,15 +103,25 @@ class Producer(ABC):
     def _report_records(
         self, started: float, elapsed_ms: float, sizes: Sequence[int], errors: Sequence[str | None]
     ) -> None:
-        """One ``record`` request per entry of a reply: a success, or a failure carrying its error code.
+        """Report each entry of a reply as a ``record`` request: a success, or a failure with its error code.
 
-        The call's context and fields are built once per reply, not per entry: at 500 entries a call this
-        loop is a load generator's hottest code after the event generator and botocore.
+        With ``log_records`` the accepted entries go into the statistics as one update per reply and only the
+        failed ones fire a request event each; without it every entry fires one (plain scripts, listeners that
+        want every record).
         """
         if self._fire is None:
             return
         fire, context, kind = self._fire, self._context(), self.request_type
+        log_records = self._log_records
+        if log_records is not None:
+            if not any(errors):
+                log_records(kind, "record", elapsed_ms, sum(sizes), len(sizes))
+                return
+            accepted = [size for size, code in zip(sizes, errors, strict=True) if not code]
+            log_records(kind, "record", elapsed_ms, sum(accepted), len(accepted))
         for size, code in zip(sizes, errors, strict=True):
+            if log_records is not None and not code:
+                continue
             fire(
                 request_type=kind,
                 name="record",

@@ -3,7 +3,8 @@
 Every PutRecords call is timed with ``time.perf_counter`` and reported to Locust once as a call
 (``PutRecords``/``call``) and once per entry (``PutRecords``/``record``: a success for each
 acknowledged entry, a failure for each throttled, failed or refused one), so Locust's statistics show
-records/s next to calls/s and throttling is never hidden behind a 200 reply.
+records/s next to calls/s and throttling is never hidden behind a 200 reply. Under Locust the accepted
+entries of a reply are logged in one update (``loadtest.stats``); each failed entry fires its own event.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from loadtest.clients._base import (
     Acknowledged,
+    LogRecords,
     OnAcknowledged,
     Producer,
     Rejected,
@@ -116,6 +118,8 @@ class KinesisProducer(Producer):
         client: a boto3 Kinesis client (or anything with the same ``put_records``).
         stream_name: the target stream.
         fire: ``environment.events.request.fire``; None reports nothing (plain scripts).
+        log_records: logs a reply's accepted entries into Locust's statistics at once
+            (:func:`loadtest.stats.record_logger`); None fires a request event per entry.
         retry: backoff policy for throttled and failed entries.
         sleep: how to wait between attempts (gevent-patched ``time.sleep`` under Locust).
         rng: randomness for the jitter.
@@ -127,11 +131,12 @@ class KinesisProducer(Producer):
         stream_name: str,
         *,
         fire: RequestFire | None = None,
+        log_records: LogRecords | None = None,
         retry: RetryPolicy | None = None,
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
     ) -> None:
-        super().__init__(fire=fire)
+        super().__init__(fire=fire, log_records=log_records)
         self._client = client
         self.stream_name = stream_name
         self._retry = retry or RetryPolicy()

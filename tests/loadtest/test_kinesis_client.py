@@ -15,6 +15,7 @@ from loadtest.clients.kinesis import (
 )
 from loadtest.errors import RecordTooLargeError, StreamNotFoundError
 from loadtest.events import Event
+from loadtest.stats import record_logger
 
 THROTTLED = "ProvisionedThroughputExceededException"
 
@@ -188,3 +189,70 @@ def test_batches_respect_entry_and_byte_limits():
     big = [event(n, size=1_100_000) for n in range(11)]  # 4 fit in 5 MiB, 5 do not
     assert [len(b) for b in batch_events(big)] == [4, 4, 3]
     assert [len(b) for b in batch_events(small[:7], max_entries=3)] == [3, 3, 1]
+
+
+def test_record_logger_counts_many_records_as_one_request_each():
+    env = Environment()
+    env.create_local_runner()
+    log_records = record_logger(env.stats)
+
+    log_records("PutRecords", "record", 12.3, 7_000, 500)
+    log_records("PutRecords", "record", 240.0, 140, 10)
+
+    records = env.stats.get("record", "PutRecords")
+    assert (records.num_requests, records.num_failures) == (510, 0)
+    assert records.total_content_length == 7_140
+    assert dict(records.response_times) == {12: 500, 240: 10}
+    assert (records.min_response_time, records.max_response_time) == (12.3, 240.0)
+    assert round(records.avg_response_time, 3) == round((12.3 * 500 + 240.0 * 10) / 510, 3)
+    assert records.get_response_time_percentile(0.5) == 12
+    assert records.get_response_time_percentile(0.99) == 240
+    assert sum(records.num_reqs_per_sec.values()) == 510
+    # Locust's "Aggregated" row counts them too, as it does for every request.
+    assert (env.stats.total.num_requests, env.stats.total.total_content_length) == (510, 7_140)
+
+
+def test_record_logger_gives_the_statistics_of_one_request_per_record():
+    per_request, bulk = Environment(), Environment()
+    for env in (per_request, bulk):
+        env.create_local_runner()
+    for _ in range(3):
+        per_request.stats.log_request("PutRecords", "record", 57.0, 150)
+    record_logger(bulk.stats)("PutRecords", "record", 57.0, 450, 3)
+
+    def figures(env: Environment) -> tuple:
+        entry = env.stats.get("record", "PutRecords")
+        return (
+            entry.num_requests,
+            entry.total_content_length,
+            entry.total_response_time,
+            dict(entry.response_times),
+            entry.min_response_time,
+            entry.max_response_time,
+            entry.num_none_requests,
+            sum(entry.num_reqs_per_sec.values()),
+        )
+
+    assert figures(bulk) == figures(per_request) == (3, 450, 171.0, {57: 3}, 57.0, 57.0, 0, 3)
+
+
+def test_with_a_record_logger_only_calls_and_failed_entries_fire_request_events():
+    env = Environment()
+    env.create_local_runner()
+    fired: list[tuple[str, bool]] = []
+    env.events.request.add_listener(lambda name, exception=None, **_: fired.append((name, exception is None)))
+    fake = FakeKinesis([[None, THROTTLED, THROTTLED], [None, None]])
+    kinesis, _ = producer(fake, fire=env.events.request.fire, log_records=record_logger(env.stats))
+
+    kinesis.send([event(0), event(1), event(2)])
+
+    # One event per call and one per failed entry; the 3 accepted entries are logged in bulk, one update a reply.
+    assert fired == [("call", True), ("record", False), ("record", False), ("call", True)]
+    calls = env.stats.get("call", "PutRecords")
+    records = env.stats.get("record", "PutRecords")
+    assert (calls.num_requests, calls.num_failures) == (2, 0)
+    # The same figures as one request per entry: 3 entries on the first call (2 throttled) + 2 resent.
+    assert (records.num_requests, records.num_failures) == (5, 2)
+    assert records.total_content_length == 5 * (10 + 4)
+    errors = {(e.name, repr(e.error), e.occurrences) for e in env.stats.errors.values()}
+    assert errors == {("record", "EntryFailure('ProvisionedThroughputExceededException')", 2)}

@@ -7,7 +7,9 @@ import pytest
 from locust.argument_parser import parse_options
 
 import loadtest.users  # noqa: F401  (registers lakestack's options on Locust's parser)
+from loadtest.clients._base import Acknowledged
 from loadtest.errors import LoadTestError, OptionError
+from loadtest.events import Event
 from loadtest.ledger import LedgerEntry, LedgerWriter, ledger_file_name, read_ledger
 from loadtest.options import LoadSettings, settings_from_options
 from loadtest.runner import LOCUSTFILE, SHAPEFILE, LocustRun, distributed_extra, worker_command
@@ -31,6 +33,28 @@ def test_ledger_round_trip_over_a_directory(tmp_path):
     }
     assert sorted(e.event_id for e in read_ledger(tmp_path)) == ["a", "b", "c"]
     assert [e.event_id for e in read_ledger(tmp_path / "ledger-other-1.jsonl")] == ["c"]
+
+
+def test_ledger_written_straight_from_acknowledged_entries(tmp_path):
+    writer = LedgerWriter(tmp_path)
+    writer.write_acknowledged(
+        [
+            Acknowledged(Event("a", "2026-01-01T00:00:00.000001Z", "pk", b"{}"), "shardId-000000000000", "1"),
+            Acknowledged(Event('q"\u00e9', "t", "pk", b"{}"), "partition-3", "49590"),
+        ]
+    )
+    writer.close()
+
+    # The same lines as write(LedgerEntry...), quoted as JSON (escapes and non-ASCII included).
+    assert writer.path.read_text() == (
+        '{"event_id":"a","event_time":"2026-01-01T00:00:00.000001Z","shard_id":"shardId-000000000000",'
+        '"sequence_number":"1"}\n'
+        '{"event_id":"q\\"\\u00e9","event_time":"t","shard_id":"partition-3","sequence_number":"49590"}\n'
+    )
+    assert [(e.event_id, e.sequence_number) for e in read_ledger(tmp_path)] == [
+        ("a", "1"),
+        ('q"\u00e9', "49590"),
+    ]
 
 
 def test_ledger_file_name_has_host_and_pid():

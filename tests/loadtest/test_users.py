@@ -108,3 +108,51 @@ def test_batch_with_an_oversized_event_and_a_throttled_entry(tmp_path):
     )
     truth = list(tmp_path.glob("truth-sales-*-0.json"))
     assert [p.read_text() for p in truth] == ['{\n "scenario": "sales",\n "events": 4\n}']
+
+
+class BulkLoad(KinesisUser):
+    """The Kinesis user's own producer (statistics wiring included) on a fake stream."""
+
+    stream = FakeKinesis([[None, THROTTLED, None], [None]])
+    script = Load.script
+
+    def make_generator(self, settings: LoadSettings, *, seed: int | None) -> Generator:
+        return ScriptedGenerator(self.script)
+
+    def client(self, settings: LoadSettings) -> FakeKinesis:
+        return self.stream
+
+    @task
+    def put(self) -> None:
+        self.send_batch()
+
+
+def test_kinesis_user_logs_accepted_records_in_bulk_and_failures_one_by_one(tmp_path):
+    options = parse_options(
+        ["--stream", "s", "--batch-size", "4", "--max-events", "4", "--ledger", str(tmp_path)]
+    )
+    env = Environment(user_classes=[BulkLoad], parsed_options=options, events=events)
+    env.create_local_runner()
+    fired: list[str] = []
+
+    def count(name: str, exception: Exception | None = None, **_: object) -> None:
+        fired.append(f"{name}:{'ok' if exception is None else type(exception).__name__}")
+
+    env.events.request.add_listener(count)
+    try:
+        env.events.test_start.fire(environment=env)
+        user = BulkLoad(env)
+        user.on_start()
+        user.send_batch()
+    finally:
+        env.events.request.remove_listener(count)
+
+    # The refused event, then per call: the call and its one throttled entry; accepted entries fire nothing.
+    assert fired == ["record:RecordTooLargeError", "call:ok", "record:EntryFailure", "call:ok"]
+    records = env.stats.get("record", "PutRecords")
+    assert (records.num_requests, records.num_failures) == (5, 2)  # 3 + 1 sent, 1 throttled, 1 refused
+    assert [(e.event_id, e.sequence_number) for e in read_ledger(tmp_path)] == [
+        ("e0", "100"),
+        ("e3", "102"),
+        ("e2", "100"),
+    ]
