@@ -72,9 +72,9 @@ class LedgerWriter:
         self._file.write(
             "".join(
                 [
-                    f'{{"event_id":{quote(a.event.event_id)},"event_time":{quote(a.event.event_time)},'
-                    f'"shard_id":{quote(a.shard_id)},"sequence_number":{quote(a.sequence_number)}}}\n'
-                    for a in acknowledged
+                    f'{{"event_id":{quote(event.event_id)},"event_time":{quote(event.event_time)},'
+                    f'"shard_id":{quote(shard_id)},"sequence_number":{quote(sequence_number)}}}\n'
+                    for event, shard_id, sequence_number in acknowledged
                 ]
             )
         )

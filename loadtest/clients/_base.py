@@ -6,6 +6,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from loadtest.errors import RecordTooLargeError
 from loadtest.events import Event
@@ -21,9 +22,12 @@ def record_size(event: Event) -> int:
     return len(event.data) + len(event.partition_key.encode())
 
 
-@dataclass(frozen=True, slots=True)
-class Acknowledged:
-    """An entry the stream accepted."""
+class Acknowledged(NamedTuple):
+    """An entry the stream accepted.
+
+    A named tuple, not a frozen dataclass: one is made for every acknowledged entry, and a frozen dataclass's
+    ``__init__`` (``object.__setattr__`` per field) cost twice a named tuple's (0.6-0.7 us against 0.3 us here).
+    """
 
     event: Event
     shard_id: str

@@ -150,7 +150,8 @@ class KinesisProducer(Producer):
 
     def _call(self, batch: Sequence[Event]) -> tuple[list[dict[str, Any]] | None, Exception | None]:
         entries = [{"Data": e.data, "PartitionKey": e.partition_key} for e in batch]
-        sizes = [record_size(e) for e in batch]
+        # record_size() inlined: this runs for every entry of every call.
+        sizes = [len(e.data) + len(e.partition_key.encode()) for e in batch]
         length = sum(sizes)
         started = time.time()
         t0 = time.perf_counter()
