@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 LOCAL_DRIVER_MEMORY = "512m"
-LOCAL_MALLOC_ARENA_MAX = "2"
 # Local mode on a laptop or a 2-core CI box: few shuffle partitions (the default 200 costs seconds per
 # micro-batch), no UI port to collide on, UTC so event times read the same everywhere.
 _LOCAL_DEFAULTS: dict[str, str] = {
@@ -142,9 +141,6 @@ def build_session(
         check_java()
         # Bind Spark's driver and block manager to loopback only: nothing here needs to be reachable.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        # glibc gives each thread that mallocs its own arena (up to 8 per core), and the JVM, the source's
-        # planner (a reader thread per shard) and the Python workers, all started from here, inherit this.
-        os.environ.setdefault("MALLOC_ARENA_MAX", LOCAL_MALLOC_ARENA_MAX)
         log_config = Path(__file__).with_name("log4j2-local.properties")
         builder = builder.config(
             "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log_config.as_uri()}"
