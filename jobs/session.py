@@ -35,9 +35,10 @@ _LOCAL_DEFAULTS: dict[str, str] = {
     "spark.sql.streaming.stopTimeout": "30s",
     # The driver JVM's heap (-Xmx; spark-submit's default is 1g). Local mode runs every task in this JVM.
     # Measured draining a 1M-record backlog into bronze: ~130 MiB of old generation in use, but with 1g G1
-    # grew the young generation to ~300 MiB and the JVM to ~660 MiB resident; at 512m, ~550 MiB. The test
-    # suite (every pipeline, fraud's RocksDB state is off the heap) passes at 512m. See the README's
-    # performance section; a job that needs more passes conf={"spark.driver.memory": ...}.
+    # grew the young generation to ~300 MiB and the JVM to ~660 MiB resident. 512m bounds how far the heap can
+    # grow in a long run (the soak); that drain's peak was the same ~670 MiB. The test suite and the demo
+    # (every pipeline; fraud's RocksDB state is off the heap) pass at 512m. See the README's performance
+    # section; a job that needs more passes conf={"spark.driver.memory": ...}.
     "spark.driver.memory": LOCAL_DRIVER_MEMORY,
 }
 
