@@ -17,7 +17,6 @@ from jobs.errors import PrerequisiteError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-LOCAL_DRIVER_MEMORY = "512m"
 # Local mode on a laptop or a 2-core CI box: few shuffle partitions (the default 200 costs seconds per
 # micro-batch), no UI port to collide on, UTC so event times read the same everywhere.
 _LOCAL_DEFAULTS: dict[str, str] = {
@@ -33,15 +32,7 @@ _LOCAL_DEFAULTS: dict[str, str] = {
     # back"); waiting longer costs nothing when they are quick.
     "spark.python.authenticate.socketTimeout": "120s",
     "spark.sql.streaming.stopTimeout": "30s",
-    # The driver JVM's heap (-Xmx; spark-submit's default is 1g). Local mode runs every task in this JVM.
-    # Measured draining a 1M-record backlog into bronze: ~130 MiB of old generation in use, but with 1g G1
-    # grew the young generation to ~300 MiB and the JVM to ~660 MiB resident. 512m bounds how far the heap can
-    # grow in a long run (the soak); that drain's peak was the same ~670 MiB. The test suite and the demo
-    # (every pipeline; fraud's RocksDB state is off the heap) pass at 512m. See the README's performance
-    # section; a job that needs more passes conf={"spark.driver.memory": ...}.
-    "spark.driver.memory": LOCAL_DRIVER_MEMORY,
 }
-
 
 JAVA_INSTALL_HINT = (
     "install a Java 17+ runtime: 'sudo apt-get install openjdk-17-jre-headless' (Debian/Ubuntu), "

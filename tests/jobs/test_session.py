@@ -14,10 +14,3 @@ def test_warming_runs_one_task_per_slot_and_imports_the_source(spark):
 def test_warming_a_module_that_does_not_import_fails_naming_it(spark):
     with pytest.raises(Exception, match="No module named 'lakestack_no_such_module'"):
         warm_python_workers(spark, modules=("lakestack_no_such_module",))
-
-
-def test_the_local_session_bounds_the_driver_heap(spark):
-    jvm = spark.sparkContext._jvm
-    # What the JVM itself reports: spark.driver.memory reached spark-submit's -Xmx (Spark's default is 1g).
-    assert jvm.java.lang.Runtime.getRuntime().maxMemory() == 512 * 2**20
-    assert spark.conf.get("spark.driver.memory") == "512m"
