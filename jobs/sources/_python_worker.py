@@ -6,7 +6,8 @@ and a Spark worker holds one per package imported from ``pyspark.zip`` plus Spar
 on the worker's ``PYTHONPATH`` (5,000+ entries, no Python in it): 16 or more directory reads, measured at
 0.14-0.16 CPU-s per task here (0.2 with the source's imports), paid again by every task of every micro-batch. Python 3.12 made the reload
 lazy (CPython gh-103200). :func:`keep_unchanged_zip_directories` brings the same saving to 3.11: an importer
-re-reads its archive only when the file changed (size, mtime or inode), which is what the invalidation exists
+re-reads its archive only when the file changed (size, mtime, ctime or inode: ctime too, because a rewrite that
+restores the mtime, as ``cp -p`` does, still moves it), which is what the invalidation exists
 to notice.
 """
 
@@ -21,12 +22,12 @@ _MARK = "_lakestack_keeps_unchanged"
 _STAMP = "_lakestack_stamp"
 
 
-def _stamp(archive: str) -> tuple[int, int, int] | None:
+def _stamp(archive: str) -> tuple[int, int, int, int] | None:
     try:
         status = os.stat(archive)
     except OSError:
         return None
-    return (status.st_size, status.st_mtime_ns, status.st_ino)
+    return (status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino)
 
 
 def keep_unchanged_zip_directories(importer_class: Any = None) -> bool:

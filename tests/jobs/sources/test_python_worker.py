@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
+import time
 import zipfile
 from pathlib import Path
 
@@ -53,6 +55,25 @@ def test_an_unchanged_archive_is_read_once_a_changed_or_missing_one_every_time(t
     gone.invalidate_caches()
     gone.invalidate_caches()
     assert gone.reads == 2  # nothing to compare with: always the original behaviour
+
+
+def test_a_same_size_rewrite_with_its_mtime_restored_is_read_again(tmp_path):
+    class Importer(CountingImporter):
+        pass
+
+    archive = tmp_path / "lib.zip"
+    _zip(archive, {"a": "X = 1\n"})
+    keep_unchanged_zip_directories(Importer)
+    importer = Importer(str(archive))
+    importer.invalidate_caches()
+    before = archive.stat()
+
+    time.sleep(0.01)
+    _zip(archive, {"a": "X = 2\n"})  # same size, rewritten in place
+    os.utime(archive, ns=(before.st_atime_ns, before.st_mtime_ns))  # as cp -p or an extractor would
+    assert (archive.stat().st_size, archive.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    importer.invalidate_caches()
+    assert importer.reads == 2  # the ctime moved
 
 
 def test_real_zipimporter_skips_unchanged_archives_and_still_sees_new_modules(tmp_path):
