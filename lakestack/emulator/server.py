@@ -157,8 +157,8 @@ class KinesisDispatch:
     moto's ``DomainDispatcherApplication`` works out each request's service anew (path, then the signature's
     credential scope, then the target header), under one lock shared by every request thread: ~8% of the
     emulator's CPU under the demo's load, for an answer that never changes for a Kinesis call
-    (``X-Amz-Target: Kinesis_20131202.*`` on ``/``). The first such call is dispatched by moto as before and its
-    app is kept for the rest.
+    (``X-Amz-Target: Kinesis_20131202.*`` on ``/``). The first such call that moto resolves to its Kinesis app
+    keeps that app for the rest; calls resolved to anything else are just passed on.
     """
 
     def __init__(self, dispatcher: Any) -> None:
@@ -169,9 +169,15 @@ class KinesisDispatch:
         if environ.get("PATH_INFO") == "/" and str(environ.get("HTTP_X_AMZ_TARGET", "")).startswith(
             KINESIS_TARGET_PREFIX
         ):
-            if self._kinesis is None:
-                self._kinesis = self._dispatcher.get_application(environ)
-            return self._kinesis(environ, start_response)
+            app = self._kinesis
+            if app is None:
+                app = self._dispatcher.get_application(environ)
+                # Keep it only if moto really resolved Kinesis (create_backend_app sets ``service``): an
+                # unsigned or odd first call can resolve to another service's app (S3), and keeping that
+                # would answer every later Kinesis call with that service's XML and a 200.
+                if getattr(app, "service", None) == "kinesis":
+                    self._kinesis = app
+            return app(environ, start_response)
         return self._dispatcher(environ, start_response)
 
 
