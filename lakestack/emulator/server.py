@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -99,9 +100,85 @@ def _get_records(self: Any, last_sequence_id: str, limit: int | None) -> tuple[l
 # compares them with moto's own server byte for byte.
 
 
+_HASH_KEY_PATTERN = re.compile(r"0|([1-9]\d{0,38})")
+
+
+def _check_put_records(records: Any) -> None:
+    """Refuse a PutRecords call whose entries moto would refuse only after storing the ones before them.
+
+    moto stores a batch's entries one by one and checks an entry's partition key and explicit hash key as it
+    comes to it: entry k refused means entries 0..k-1 stored, and the whole call answered with an error, so
+    the producer retries records that were already stored (duplicates). An entry without ``Data`` was stored
+    as None (and GetRecords failed on that shard for good); invalid base64 was a 500. Every entry is checked
+    here first, with moto's error where moto checks (partition key, hash key range, count and sizes, which
+    moto checks before storing and are left to it) and real Kinesis's otherwise.
+
+    Raises:
+        JsonRESTError: the error the whole call is refused with; nothing has been stored.
+    """
+    from moto.core.exceptions import JsonRESTError
+
+    if records is None:
+        raise JsonRESTError(
+            "ValidationException",
+            "1 validation error detected: Value null at 'records' failed to satisfy constraint: "
+            "Member must not be null",
+        )
+    if not isinstance(records, list) or not records:
+        raise JsonRESTError(
+            "ValidationException",
+            "1 validation error detected: Value '[]' at 'records' failed to satisfy constraint: "
+            "Member must have length greater than or equal to 1",
+        )
+    if len(records) > 500:
+        return  # moto refuses it (TooManyRecords) before storing anything
+    for position, record in enumerate(records, start=1):
+        _check_entry(f"records.{position}.member", record if isinstance(record, dict) else {})
+
+
+def _check_entry(where: str, record: dict[str, Any]) -> None:
+    # One entry, ``where`` naming it as Kinesis's errors do (records.N.member, N from 1).
+    from moto.core.exceptions import JsonRESTError
+    from moto.kinesis.exceptions import InvalidArgumentError, ValidationException
+
+    data = record.get("Data")
+    if data is None:
+        raise JsonRESTError(
+            "ValidationException",
+            f"1 validation error detected: Value null at '{where}.data' failed to satisfy constraint: "
+            "Member must not be null",
+        )
+    try:
+        b64decode(data, validate=True)
+    except (TypeError, ValueError):
+        raise JsonRESTError(
+            "SerializationException", f"Base64 decoding of '{where}.data' failed: not valid base64"
+        ) from None
+    key = record.get("PartitionKey")
+    if not isinstance(key, str) or len(key) > 256:
+        raise InvalidArgumentError("partition_key")  # moto's own refusal
+    if not key:
+        raise JsonRESTError(
+            "ValidationException",
+            f"1 validation error detected: Value '' at '{where}.partitionKey' failed to satisfy "
+            "constraint: Member must have length greater than or equal to 1",
+        )
+    hash_key = record.get("ExplicitHashKey")
+    if hash_key is None:
+        return
+    if not isinstance(hash_key, str):
+        raise InvalidArgumentError("explicit_hash_key")  # moto's own refusal
+    if not _HASH_KEY_PATTERN.fullmatch(hash_key):
+        raise ValidationException(hash_key, f"{where}.explicitHashKey", _HASH_KEY_PATTERN.pattern)
+    if int(hash_key) >= 2**128:
+        raise InvalidArgumentError("explicit_hash_key")  # moto's own refusal
+
+
 def _put_records_reply(self: Any) -> tuple[bytes, dict[str, str]]:
+    records = self._get_param("Records")
+    _check_put_records(records)
     reply = self.kinesis_backend.put_records(
-        self._get_param("StreamARN"), self._get_param("StreamName"), self._get_param("Records")
+        self._get_param("StreamARN"), self._get_param("StreamName"), records
     )
     return json.dumps(reply).encode(), {"Content-Type": _JSON_1_1}
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 from werkzeug.test import Client
 
@@ -32,3 +33,57 @@ def test_an_unsigned_first_kinesis_call_does_not_route_later_ones_elsewhere(uniq
     status, content_type, body = kinesis(client, "ListStreams", {})
     assert (status, content_type) == (200, "application/x-amz-json-1.1")
     assert unique_name in json.loads(body)["StreamNames"]
+
+
+def stored(client: Client, stream: str) -> list[str]:
+    """Every record's data on the stream's only shard, base64 as the emulator returns it."""
+    iterator = json.loads(
+        kinesis(
+            client,
+            "GetShardIterator",
+            {"StreamName": stream, "ShardId": "shardId-000000000000", "ShardIteratorType": "TRIM_HORIZON"},
+        )[2]
+    )["ShardIterator"]
+    status, _, body = kinesis(client, "GetRecords", {"ShardIterator": iterator})
+    assert status == 200
+    return [record["Data"] for record in json.loads(body)["Records"]]
+
+
+GOOD = [{"Data": "b2s=", "PartitionKey": "k"}] * 3
+
+
+@pytest.mark.parametrize(
+    ("bad", "status", "error"),
+    [
+        ({"Data": "YmFk", "PartitionKey": "k" * 257}, 400, "InvalidArgumentException"),
+        (
+            {"Data": "YmFk", "PartitionKey": "k", "ExplicitHashKey": str(2**128)},
+            400,
+            "InvalidArgumentException",
+        ),
+        ({"Data": "YmFk", "PartitionKey": "k", "ExplicitHashKey": "12x"}, 400, "ValidationException"),
+        ({"Data": "YmFk"}, 400, "InvalidArgumentException"),
+        ({"Data": "YmFk", "PartitionKey": ""}, 400, "ValidationException"),
+        ({"PartitionKey": "k"}, 400, "ValidationException"),
+        ({"Data": "not base64!", "PartitionKey": "k"}, 400, "SerializationException"),
+    ],
+)
+def test_a_refused_put_records_call_stores_none_of_its_entries(unique_name, bad, status, error):
+    patch_kinesis()
+    client = Client(KinesisDispatch(DomainDispatcherApplication(create_backend_app)))
+    stream = unique_name
+    assert kinesis(client, "CreateStream", {"StreamName": stream, "ShardCount": 1})[0] == 200
+    reply_status, _, body = kinesis(client, "PutRecords", {"StreamName": stream, "Records": [*GOOD, bad]})
+    assert (reply_status, json.loads(body)["__type"]) == (status, error)
+    assert stored(client, stream) == []
+    # and the shard still serves what is stored afterwards
+    assert kinesis(client, "PutRecords", {"StreamName": stream, "Records": GOOD})[0] == 200
+    assert stored(client, stream) == ["b2s=", "b2s=", "b2s="]
+
+
+def test_put_records_without_entries_is_refused(unique_name):
+    patch_kinesis()
+    client = Client(KinesisDispatch(DomainDispatcherApplication(create_backend_app)))
+    assert kinesis(client, "CreateStream", {"StreamName": unique_name, "ShardCount": 1})[0] == 200
+    status, _, body = kinesis(client, "PutRecords", {"StreamName": unique_name, "Records": []})
+    assert (status, json.loads(body)["__type"]) == (400, "ValidationException")
