@@ -8,15 +8,20 @@ from collections.abc import Iterator
 
 import pytest
 
+from lakestack.emulator import keepalive
 from lakestack.emulator.keepalive import make_keepalive_server
 
 
 def app(environ, start_response):
-    """Echoes the method, path and body; ``/skip`` never reads the body, ``/boom`` raises, ``/nolength``
+    """Echoes the method, path and body; ``/length`` answers the CONTENT_LENGTH it was given, ``/skip`` never reads the body, ``/boom`` raises, ``/nolength``
     answers without a Content-Length."""
     path = environ["PATH_INFO"]
     if path == "/boom":
         raise RuntimeError("the application failed")
+    if path == "/length":  # what moto sees as the body's length
+        reply = f"length {environ.get('CONTENT_LENGTH')}".encode()
+        start_response("200 OK", [("Content-Length", str(len(reply)))])
+        return [reply]
     body = b"" if path == "/skip" else environ["wsgi.input"].read()
     reply = f"{environ['REQUEST_METHOD']} {path} {len(body)}:".encode() + body
     headers = [("Content-Type", "text/plain")]
@@ -149,3 +154,66 @@ def test_expect_continue_is_answered_before_the_body_is_read(server):
         assert sock.recv(64) == b"HTTP/1.1 100 Continue\r\n\r\n"
         status, _, body = exchange(sock, b"abc")[0]
         assert (status, body) == (b"HTTP/1.1 200 OK", b"PUT /big 3:abc")  # one 100 Continue, then the reply
+
+
+def test_two_different_content_lengths_are_refused_and_the_connection_closed(server):
+    with connect(server) as sock:
+        ((status, headers, _),) = exchange(
+            sock, b"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 3\r\n\r\nhello"
+        )
+        assert (status, headers["connection"]) == (b"HTTP/1.1 400 BAD REQUEST", "close")
+        assert sock.recv(10) == b""
+
+
+def test_the_same_content_length_twice_is_accepted(server):
+    with connect(server) as sock:
+        ((status, _, body),) = exchange(
+            sock, b"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello"
+        )
+        assert (status, body) == (b"HTTP/1.1 200 OK", b"POST /a 5:hello")
+
+
+@pytest.mark.parametrize(
+    ("target", "length"),
+    [("X-Amz-Target: Kinesis_20131202.PutRecords\r\n", 64 * 2**20 + 1), ("", 2**30 + 1)],
+)
+def test_a_body_over_the_limit_is_refused_before_it_is_read(server, target, length):
+    with connect(server) as sock:
+        request = f"POST / HTTP/1.1\r\nHost: x\r\n{target}Content-Length: {length}\r\n\r\n".encode()
+        ((status, headers, _),) = exchange(sock, request)
+        assert (status, headers["connection"]) == (b"HTTP/1.1 413 REQUEST ENTITY TOO LARGE", "close")
+
+
+def test_a_chunked_body_over_the_limit_is_refused(monkeypatch, server):
+    monkeypatch.setattr(keepalive, "OTHER_BODY_LIMIT", 8)
+    with connect(server) as sock:
+        ((status, _, _),) = exchange(
+            sock,
+            b"POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n9\r\n123456789\r\n0\r\n\r\n",
+        )
+        assert status == b"HTTP/1.1 413 REQUEST ENTITY TOO LARGE"
+
+
+def test_a_chunked_body_is_given_to_the_application_with_its_length(server):
+    with connect(server) as sock:
+        ((status, _, body),) = exchange(
+            sock,
+            b"POST /length HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"5\r\nhello\r\n3\r\nabc\r\n0\r\n\r\n",
+        )
+        assert (status, body) == (b"HTTP/1.1 200 OK", b"length 8")
+
+
+def test_an_idle_connection_is_closed_after_the_timeout():
+    httpd = make_keepalive_server("127.0.0.1", 0, app, idle_timeout=0.5)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with connect(httpd.server_address[1]) as sock:
+            assert exchange(sock, b"GET /c HTTP/1.1\r\nHost: x\r\n\r\n")[0][2] == b"GET /c 0:"
+            sock.settimeout(5)
+            assert sock.recv(10) == b""  # closed by the server, not by this 5 s timeout (which raises)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=10)
