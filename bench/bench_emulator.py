@@ -12,11 +12,13 @@ botocore, so what is measured is the endpoint, not the client's serialisation.
   client can send on this machine.
 - the kit's emulator (lakestack.emulator.server: moto behind the fault layer, a 4-shard on-demand stream),
   with a reader beside the producers draining every shard with GetRecords (as the ingest job does), which
-  checks that each shard's sequence numbers come back in increasing order and counts what it read.
+  keeps what it read.
 
 Printed per side: median records/s acknowledged over the repetitions, the endpoint process's CPU seconds per
 1,000 acknowledged records (psutil, over the timed window), and the ratio emulator / null of the medians.
-At the end every record acknowledged by the emulator must have been read back: anything else exits 1.
+At the end each shard must read back exactly the records the emulator acknowledged on it, in sequence order
+with no gap and nothing twice (moto numbers a shard's records 1, 2, 3, ...); that, or any producer or reader
+thread failing (a bad reply, a refused call), exits 1 naming what went wrong.
 """
 
 from __future__ import annotations
@@ -96,7 +98,33 @@ class Side:
 
 
 def produce(
-    port: int, bodies: list[bytes], *, batch_size: int, stop: threading.Event, counts: list[int], slot: int
+    port: int,
+    bodies: list[bytes],
+    *,
+    batch_size: int,
+    stop: threading.Event,
+    counts: list[int],
+    slot: int,
+    errors: list[str],
+    acked: list[tuple[str, int]] | None = None,
+) -> None:
+    """Send PutRecords until ``stop``; acknowledged (shard, sequence) pairs go to ``acked``, and what went wrong
+    to ``errors`` (an exception raised in a thread is otherwise only printed, and the run would pass)."""
+    try:
+        _produce(port, bodies, batch_size=batch_size, stop=stop, counts=counts, slot=slot, acked=acked)
+    except BaseException as error:  # SystemExit included: reported after join()
+        errors.append(f"producer {slot}: {error}")
+
+
+def _produce(
+    port: int,
+    bodies: list[bytes],
+    *,
+    batch_size: int,
+    stop: threading.Event,
+    counts: list[int],
+    slot: int,
+    acked: list[tuple[str, int]] | None,
 ) -> None:
     connection = Connection(port)
     n = slot
@@ -109,6 +137,8 @@ def produce(
                 raise SystemExit(f"PutRecords: expected {batch_size} entries acknowledged, found {reply}")
             if any("SequenceNumber" not in r for r in records):
                 raise SystemExit(f"PutRecords: an entry without a sequence number in {reply}")
+            if acked is not None:
+                acked.extend((r["ShardId"], int(r["SequenceNumber"])) for r in records)
             counts[slot] += batch_size
     finally:
         connection.close()
@@ -124,10 +154,10 @@ class Reader(threading.Thread):
         for shard in shards:
             body = json.dumps({"StreamName": STREAM, "ShardId": shard, "ShardIteratorType": "TRIM_HORIZON"})
             self._iterators[shard] = self._connection.call("GetShardIterator", body.encode())["ShardIterator"]
-        self._last = dict.fromkeys(shards, 0)
+        self.sequences: dict[str, list[int]] = {shard: [] for shard in shards}
         self.read = 0
         self.stop = threading.Event()
-        self.error: str | None = None
+        self.errors: list[str] = []
 
     def pass_once(self) -> int:
         found = 0
@@ -135,40 +165,87 @@ class Reader(threading.Thread):
             reply = self._connection.call(
                 "GetRecords", json.dumps({"ShardIterator": iterator, "Limit": 10_000}).encode()
             )
-            for record in reply["Records"]:
-                sequence = int(record["SequenceNumber"])
-                if sequence <= self._last[shard]:
-                    self.error = f"{shard}: sequence {sequence} after {self._last[shard]}"
-                self._last[shard] = sequence
+            self.sequences[shard].extend(int(record["SequenceNumber"]) for record in reply["Records"])
             found += len(reply["Records"])
             self._iterators[shard] = reply["NextShardIterator"]
         self.read += found
         return found
 
     def run(self) -> None:
-        while not self.stop.is_set():
-            if self.pass_once() == 0:
-                time.sleep(0.2)
+        try:
+            while not self.stop.is_set():
+                if self.pass_once() == 0:
+                    time.sleep(0.2)
+        except BaseException as error:  # SystemExit included: reported by drain()
+            self.errors.append(f"reader: {error}")
 
     def drain(self) -> None:
         self.stop.set()
         self.join(timeout=120)
-        while self.pass_once():
-            pass
-        self._connection.close()
+        try:
+            if not self.errors:
+                while self.pass_once():
+                    pass
+        except SystemExit as error:
+            self.errors.append(f"reader: {error}")
+        finally:
+            self._connection.close()
+
+
+def check_read_back(acked: list[tuple[str, int]], read: dict[str, list[int]]) -> list[str]:
+    """What is wrong with what each shard read back, given what was acknowledged on it; [] if nothing.
+
+    A fresh stream read from TRIM_HORIZON: each shard's records come back numbered 1, 2, 3, ... (moto's
+    numbering), in that order, and they are exactly the ones acknowledged on that shard.
+    """
+    by_shard: dict[str, list[int]] = {shard: [] for shard in read}
+    for shard, sequence in acked:
+        by_shard.setdefault(shard, []).append(sequence)
+    problems = []
+    for shard, sequences in sorted(by_shard.items()):
+        got = read.get(shard, [])
+        for position, sequence in enumerate(got, start=1):
+            if sequence != position:
+                before = got[position - 2] if position > 1 else "the start"
+                problems.append(f"{shard}: read {sequence} after {before} (expected {position})")
+                break
+        if sorted(sequences) != got:
+            missing = len(set(sequences) - set(got))
+            extra = len(set(got) - set(sequences))
+            problems.append(
+                f"{shard}: {len(sequences):,} acknowledged, {len(got):,} read back "
+                f"({missing:,} acknowledged not read, {extra:,} read not acknowledged)"
+            )
+    return problems
 
 
 def timed_run(
-    port: int, pid: int, bodies: list[bytes], *, batch_size: int, producers: int, seconds: float
+    port: int,
+    pid: int,
+    bodies: list[bytes],
+    *,
+    batch_size: int,
+    producers: int,
+    seconds: float,
+    errors: list[str],
+    acked: list[tuple[str, int]] | None = None,
 ) -> tuple[float, float, int]:
-    """(records/s acknowledged, endpoint CPU s per 1,000 records) of one window of ``seconds``."""
+    """(records/s acknowledged, endpoint CPU s per 1,000 records) of one window of ``seconds``; what went
+    wrong in a producer goes to ``errors``."""
     stop = threading.Event()
     counts = [0] * producers
     threads = [
         threading.Thread(
             target=produce,
             args=(port, bodies),
-            kwargs={"batch_size": batch_size, "stop": stop, "counts": counts, "slot": slot},
+            kwargs={
+                "batch_size": batch_size,
+                "stop": stop,
+                "counts": counts,
+                "slot": slot,
+                "errors": errors,
+                "acked": acked,
+            },
             daemon=True,
         )
         for slot in range(producers)
@@ -183,8 +260,48 @@ def timed_run(
     stop.set()
     for thread in threads:
         thread.join(timeout=60)
-    records = n1 - n0
+        if thread.is_alive():
+            errors.append(f"{thread.name}: still running 60 s after the window ended")
+    records = max(n1 - n0, 1)
     return records / (t1 - t0), (cpu1 - cpu0) / records * 1000, sum(counts)
+
+
+def run_repetitions(
+    args: argparse.Namespace,
+    bodies: list[bytes],
+    endpoints: dict[str, tuple[int, int]],
+    *,
+    rates: dict[str, list[float]],
+    cpu: dict[str, list[float]],
+    errors: list[str],
+    acked: list[tuple[str, int]],
+) -> int:
+    """The timed windows, both sides per repetition (stopping at the first error); records the emulator
+    acknowledged."""
+    total = 0
+    for repetition in range(args.repetitions):
+        # Alternate which side goes first, so a drift in the machine's load hits both alike.
+        order = ("null", "emulator") if repetition % 2 == 0 else ("emulator", "null")
+        for side in order:
+            port, pid = endpoints[side]
+            rate, per_1000, sent = timed_run(
+                port,
+                pid,
+                bodies,
+                batch_size=args.batch_size,
+                producers=args.producers,
+                seconds=args.seconds,
+                errors=errors,
+                acked=acked if side == "emulator" else None,
+            )
+            rates[side].append(rate)
+            cpu[side].append(per_1000)
+            if side == "emulator":
+                total += sent
+            print(f"  {side:>8}: {rate:>8,.0f} records/s, {per_1000:.3f} CPU s per 1,000", flush=True)
+            if errors:
+                return total
+    return total
 
 
 def main() -> int:
@@ -218,33 +335,25 @@ def main() -> int:
             reader = None if args.no_reader else Reader(emu_port, shards)
             if reader:
                 reader.start()
-            total = 0
-            for repetition in range(args.repetitions):
-                # Alternate which side goes first, so a drift in the machine's load hits both alike.
-                order = ("null", "emulator") if repetition % 2 == 0 else ("emulator", "null")
-                for side in order:
-                    port, pid = (null_port, null.pid) if side == "null" else (emu_port, emulator.pid)
-                    rate, per_1000, sent = timed_run(
-                        port,
-                        pid,
-                        bodies,
-                        batch_size=args.batch_size,
-                        producers=args.producers,
-                        seconds=args.seconds,
-                    )
-                    rates[side].append(rate)
-                    cpu[side].append(per_1000)
-                    if side == "emulator":
-                        total += sent
-                    print(f"  {side:>8}: {rate:>8,.0f} records/s, {per_1000:.3f} CPU s per 1,000", flush=True)
+            errors: list[str] = []
+            acked: list[tuple[str, int]] = []
+            total = run_repetitions(
+                args,
+                bodies,
+                {"null": (null_port, null.pid), "emulator": (emu_port, emulator.pid)},
+                rates=rates,
+                cpu=cpu,
+                errors=errors,
+                acked=acked,
+            )
             if reader:
                 reader.drain()
-                if reader.error:
-                    print(f"reader: out of order: {reader.error}")
-                    return 1
-                if reader.read != total:
-                    print(f"reader: expected {total:,} records read back, found {reader.read:,}")
-                    return 1
+                errors += reader.errors
+                if not errors:
+                    errors += check_read_back(acked, reader.sequences)
+            if errors:
+                print(f"the run failed ({len(errors)} problem(s)):", *errors[:20], sep="\n  ")
+                return 1
         finally:
             for process in (null, emulator):
                 process.terminate()
