@@ -1,4 +1,4 @@
-"""The emulator's dispatch, PutRecords validation and HTTP handling against what a reviewer found broken."""
+"""The emulator's Kinesis dispatch, PutRecords validation before anything is stored, and its HTTP limits."""
 
 from __future__ import annotations
 
