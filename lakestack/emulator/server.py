@@ -8,6 +8,7 @@ until armed through the control path (see :mod:`lakestack.emulator.fault_layer`)
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -65,6 +66,9 @@ def patch_kinesis() -> None:
     setattr(models.Shard, "get_max_sequence_number", max_sequence_number)  # noqa: B010
     setattr(models.Shard, "get_min_sequence_number", min_sequence_number)  # noqa: B010
     setattr(models.Record, "__init__", _record_init)  # noqa: B010
+    setattr(models.Stream, "get_shard_for_key", _shard_for_key(models.Stream.get_shard_for_key))  # noqa: B010
+    checked_put_record = _checked_put_record(responses.KinesisResponse.put_record)
+    setattr(responses.KinesisResponse, "put_record", checked_put_record)  # noqa: B010
     setattr(responses.KinesisResponse, "put_records", _put_records_reply)  # noqa: B010
     setattr(responses.KinesisResponse, "get_records", _get_records_reply)  # noqa: B010
     _patched = True
@@ -100,7 +104,7 @@ def _get_records(self: Any, last_sequence_id: str, limit: int | None) -> tuple[l
 # compares them with moto's own server byte for byte.
 
 
-_HASH_KEY_PATTERN = re.compile(r"0|([1-9]\d{0,38})")
+_HASH_KEY_PATTERN = re.compile(r"0|([1-9]\d{0,38})", re.ASCII)  # ASCII: "1\u0663" is not a hash key
 
 
 def _check_put_records(records: Any) -> None:
@@ -136,23 +140,64 @@ def _check_put_records(records: Any) -> None:
         _check_entry(f"records.{position}.member", record if isinstance(record, dict) else {})
 
 
+def _shard_for_key(original: Any) -> Any:
+    """moto's shard lookup, with a shard's EndingHashKey inside its range, as DescribeStream reports it.
+
+    moto matches ``starting <= key < ending`` although its ``ending_hash`` is the inclusive EndingHashKey, so a
+    key equal to a shard's EndingHashKey matched no shard: moto then failed with a 500 after storing the batch's
+    entries before it (stored, never acknowledged: duplicates on the producer's retry).
+    """
+
+    def get_shard_for_key(self: Any, partition_key: str, explicit_hash_key: str) -> Any:
+        shard = original(self, partition_key, explicit_hash_key)  # moto's checks and its match first
+        if shard is not None:
+            return shard
+        key = (
+            int(explicit_hash_key)
+            if explicit_hash_key
+            else int(hashlib.md5(partition_key.encode()).hexdigest(), 16)
+        )
+        return next((s for s in self.shards.values() if s.starting_hash <= key <= s.ending_hash), None)
+
+    return get_shard_for_key
+
+
+def _checked_put_record(original: Any) -> Any:
+    """moto's PutRecord, after the same checks as a PutRecords entry (moto stored a record without Data as
+    None, which broke GetRecords on that shard for good, and invalid base64 was a 500 after storing)."""
+
+    def put_record(self: Any) -> Any:
+        _check_entry(
+            "",
+            {
+                "Data": self._get_param("Data"),
+                "PartitionKey": self._get_param("PartitionKey"),
+                "ExplicitHashKey": self._get_param("ExplicitHashKey"),
+            },
+        )
+        return original(self)
+
+    return put_record
+
+
 def _check_entry(where: str, record: dict[str, Any]) -> None:
-    # One entry, ``where`` naming it as Kinesis's errors do (records.N.member, N from 1).
+    # One entry, ``where`` naming it as Kinesis's errors do (records.N.member, N from 1; "" for PutRecord).
     from moto.core.exceptions import JsonRESTError
     from moto.kinesis.exceptions import InvalidArgumentError, ValidationException
 
+    where = f"{where}." if where else ""
     data = record.get("Data")
     if data is None:
         raise JsonRESTError(
             "ValidationException",
-            f"1 validation error detected: Value null at '{where}.data' failed to satisfy constraint: "
+            f"1 validation error detected: Value null at '{where}data' failed to satisfy constraint: "
             "Member must not be null",
         )
     try:
         b64decode(data, validate=True)
     except (TypeError, ValueError):
         raise JsonRESTError(
-            "SerializationException", f"Base64 decoding of '{where}.data' failed: not valid base64"
+            "SerializationException", f"Base64 decoding of '{where}data' failed: not valid base64"
         ) from None
     key = record.get("PartitionKey")
     if not isinstance(key, str) or len(key) > 256:
@@ -160,7 +205,7 @@ def _check_entry(where: str, record: dict[str, Any]) -> None:
     if not key:
         raise JsonRESTError(
             "ValidationException",
-            f"1 validation error detected: Value '' at '{where}.partitionKey' failed to satisfy "
+            f"1 validation error detected: Value '' at '{where}partitionKey' failed to satisfy "
             "constraint: Member must have length greater than or equal to 1",
         )
     hash_key = record.get("ExplicitHashKey")
@@ -169,7 +214,7 @@ def _check_entry(where: str, record: dict[str, Any]) -> None:
     if not isinstance(hash_key, str):
         raise InvalidArgumentError("explicit_hash_key")  # moto's own refusal
     if not _HASH_KEY_PATTERN.fullmatch(hash_key):
-        raise ValidationException(hash_key, f"{where}.explicitHashKey", _HASH_KEY_PATTERN.pattern)
+        raise ValidationException(hash_key, f"{where}explicitHashKey", _HASH_KEY_PATTERN.pattern)
     if int(hash_key) >= 2**128:
         raise InvalidArgumentError("explicit_hash_key")  # moto's own refusal
 

@@ -62,6 +62,7 @@ GOOD = [{"Data": "b2s=", "PartitionKey": "k"}] * 3
             "InvalidArgumentException",
         ),
         ({"Data": "YmFk", "PartitionKey": "k", "ExplicitHashKey": "12x"}, 400, "ValidationException"),
+        ({"Data": "YmFk", "PartitionKey": "k", "ExplicitHashKey": "1\u0663"}, 400, "ValidationException"),
         ({"Data": "YmFk"}, 400, "InvalidArgumentException"),
         ({"Data": "YmFk", "PartitionKey": ""}, 400, "ValidationException"),
         ({"PartitionKey": "k"}, 400, "ValidationException"),
@@ -87,3 +88,42 @@ def test_put_records_without_entries_is_refused(unique_name):
     assert kinesis(client, "CreateStream", {"StreamName": unique_name, "ShardCount": 1})[0] == 200
     status, _, body = kinesis(client, "PutRecords", {"StreamName": unique_name, "Records": []})
     assert (status, json.loads(body)["__type"]) == (400, "ValidationException")
+
+
+def test_a_hash_key_equal_to_a_shards_ending_hash_key_is_stored_on_that_shard(unique_name):
+    patch_kinesis()
+    client = Client(KinesisDispatch(DomainDispatcherApplication(create_backend_app)))
+    stream = unique_name
+    assert kinesis(client, "CreateStream", {"StreamName": stream, "ShardCount": 2})[0] == 200
+    shards = json.loads(kinesis(client, "DescribeStream", {"StreamName": stream})[2])["StreamDescription"][
+        "Shards"
+    ]
+    first_end = shards[0]["HashKeyRange"]["EndingHashKey"]
+    records = [
+        {"Data": "b2s=", "PartitionKey": "k"},
+        {"Data": "ZWRnZQ==", "PartitionKey": "k", "ExplicitHashKey": first_end},
+    ]
+    status, _, body = kinesis(client, "PutRecords", {"StreamName": stream, "Records": records})
+    reply = json.loads(body)
+    assert (status, reply["FailedRecordCount"]) == (200, 0)
+    assert reply["Records"][1]["ShardId"] == "shardId-000000000000"
+    assert "ZWRnZQ==" in stored(client, stream)
+
+
+@pytest.mark.parametrize(
+    ("record", "error"),
+    [
+        ({"PartitionKey": "k"}, "ValidationException"),
+        ({"Data": "not base64!", "PartitionKey": "k"}, "SerializationException"),
+    ],
+)
+def test_a_refused_put_record_call_stores_nothing(unique_name, record, error):
+    patch_kinesis()
+    client = Client(KinesisDispatch(DomainDispatcherApplication(create_backend_app)))
+    stream = unique_name
+    assert kinesis(client, "CreateStream", {"StreamName": stream, "ShardCount": 1})[0] == 200
+    status, _, body = kinesis(client, "PutRecord", {"StreamName": stream, **record})
+    assert (status, json.loads(body)["__type"]) == (400, error)
+    assert stored(client, stream) == []
+    assert kinesis(client, "PutRecord", {"StreamName": stream, "Data": "b2s=", "PartitionKey": "k"})[0] == 200
+    assert stored(client, stream) == ["b2s="]
