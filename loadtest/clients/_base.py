@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -10,6 +11,8 @@ from typing import NamedTuple
 
 from loadtest.errors import RecordTooLargeError
 from loadtest.events import Event
+
+_log = logging.getLogger(__name__)
 
 RequestFire = Callable[..., None]
 # (request_type, name, response_time_ms, total_bytes, count): many successful requests logged at once
@@ -118,11 +121,14 @@ class Producer(ABC):
         fire, context, kind = self._fire, self._context(), self.request_type
         log_records = self._log_records
         if log_records is not None:
-            if not any(errors):
-                log_records(kind, "record", elapsed_ms, sum(sizes), len(sizes))
-                return
             accepted = [size for size, code in zip(sizes, errors, strict=True) if not code]
-            log_records(kind, "record", elapsed_ms, sum(accepted), len(accepted))
+            try:
+                log_records(kind, "record", elapsed_ms, sum(accepted), len(accepted))
+            except Exception:
+                # The statistics are a view; the ledger, written after this, is the truth of what was stored.
+                _log.exception("could not add %d accepted records to the statistics", len(accepted))
+            if len(accepted) == len(sizes):
+                return
         for size, code in zip(sizes, errors, strict=True):
             if log_records is not None and not code:
                 continue

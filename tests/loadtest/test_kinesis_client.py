@@ -256,3 +256,26 @@ def test_with_a_record_logger_only_calls_and_failed_entries_fire_request_events(
     assert records.total_content_length == 5 * (10 + 4)
     errors = {(e.name, repr(e.error), e.occurrences) for e in env.stats.errors.values()}
     assert errors == {("record", "EntryFailure('ProvisionedThroughputExceededException')", 2)}
+
+
+def test_a_failing_statistics_update_loses_no_acknowledgement(caplog):
+    env = Environment()
+    env.create_local_runner()
+    fired: list[tuple[str, bool]] = []
+    env.events.request.add_listener(lambda name, exception=None, **_: fired.append((name, exception is None)))
+
+    def broken(*_args: object) -> None:
+        raise AttributeError("module 'locust.stats' has no attribute 'bucket_response_time'")
+
+    fake = FakeKinesis([[None, THROTTLED, None], [None]])
+    kinesis, _ = producer(fake, fire=env.events.request.fire, log_records=broken)
+
+    result = kinesis.send([event(0), event(1), event(2)])
+
+    # Every stored record is still acknowledged (what the ledger is written from), failures still fire.
+    assert sorted(a.event.event_id for a in result.acknowledged) == ["id-0", "id-1", "id-2"]
+    assert fired == [("call", True), ("record", False), ("call", True)]
+    assert [r.getMessage() for r in caplog.records] == [
+        "could not add 2 accepted records to the statistics",
+        "could not add 1 accepted records to the statistics",
+    ]
