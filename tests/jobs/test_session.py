@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.session import warm_python_workers
+from jobs.session import _collector_chosen, warm_python_workers
 
 
 def test_warming_runs_one_task_per_slot_and_imports_the_source(spark):
@@ -23,3 +23,24 @@ def test_the_local_driver_runs_the_serial_collector_and_the_local_log_config(spa
     )
     assert collectors == ["Copy", "MarkSweepCompact"]  # the serial collector's young and old generations
     assert "log4j2-local.properties" in jvm.java.lang.System.getProperty("log4j2.configurationFile")
+
+
+@pytest.mark.parametrize(
+    ("environment", "conf", "chosen"),
+    [
+        ({}, None, False),
+        ({"JAVA_TOOL_OPTIONS": "-Xss4m"}, {"spark.driver.extraJavaOptions": "-Dx=1"}, False),
+        ({"JAVA_TOOL_OPTIONS": "-XX:+UseParallelGC"}, None, True),
+        ({"_JAVA_OPTIONS": "-Xmx2g -XX:+UseG1GC"}, None, True),
+        ({"SPARK_SUBMIT_OPTS": "-XX:+UseZGC"}, None, True),
+        ({}, {"spark.driver.extraJavaOptions": "-XX:+UseG1GC -Dy=2"}, True),
+        ({}, {"spark.driver.defaultJavaOptions": "-XX:-UseSerialGC"}, True),
+    ],
+)
+def test_the_serial_collector_is_left_out_when_the_user_chose_one(monkeypatch, environment, conf, chosen):
+    # Two collectors chosen and the JVM refuses to start ("Multiple garbage collectors selected").
+    for name in ("JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "SPARK_SUBMIT_OPTS"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    assert _collector_chosen(conf) is chosen
