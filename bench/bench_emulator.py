@@ -262,7 +262,10 @@ def timed_run(
         thread.join(timeout=60)
         if thread.is_alive():
             errors.append(f"{thread.name}: still running 60 s after the window ended")
-    records = max(n1 - n0, 1)
+    records = n1 - n0
+    if records == 0:
+        errors.append(f"no record acknowledged in the {seconds} s window")
+        return 0.0, 0.0, sum(counts)
     return records / (t1 - t0), (cpu1 - cpu0) / records * 1000, sum(counts)
 
 

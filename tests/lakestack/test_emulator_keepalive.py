@@ -204,7 +204,7 @@ def test_a_chunked_body_is_given_to_the_application_with_its_length(server):
         assert (status, body) == (b"HTTP/1.1 200 OK", b"length 8")
 
 
-def test_an_idle_connection_is_closed_after_the_timeout():
+def test_an_idle_connection_is_closed_after_the_timeout(caplog):
     httpd = make_keepalive_server("127.0.0.1", 0, app, idle_timeout=0.5)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -217,3 +217,6 @@ def test_an_idle_connection_is_closed_after_the_timeout():
         httpd.shutdown()
         httpd.server_close()
         thread.join(timeout=10)
+    assert [
+        r.getMessage() for r in caplog.records if "timed out" in r.getMessage()
+    ] == []  # routine, not an error
