@@ -264,7 +264,8 @@ def timed_run(
             errors.append(f"{thread.name}: still running 60 s after the window ended")
     records = n1 - n0
     if records == 0:
-        errors.append(f"no record acknowledged in the {seconds} s window")
+        if not errors:  # a failed thread already says why nothing was acknowledged
+            errors.append(f"no record acknowledged in the {seconds} s window")
         return 0.0, 0.0, sum(counts)
     return records / (t1 - t0), (cpu1 - cpu0) / records * 1000, sum(counts)
 
