@@ -467,22 +467,9 @@ class FaultLayer:
         return kinesis_json(200, reply).send(start_response)
 
     def _call_app(self, environ: WSGIEnvironment) -> Reply:
-        captured: dict[str, Any] = {}
-        chunks: list[bytes] = []
-
-        def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
-            captured["status"], captured["headers"] = status, headers
-            return chunks.append
-
-        result = self._app(environ, start)
-        try:
-            chunks.extend(result)
-        finally:
-            close = getattr(result, "close", None)
-            if close is not None:
-                close()
-        headers = [(k, v) for k, v in captured["headers"] if k.lower() != "content-length"]
-        return Reply(int(str(captured["status"]).split(None, 1)[0]), headers, b"".join(chunks))
+        status, all_headers, chunks = run_wsgi_app(self._app, environ)
+        headers = [(k, v) for k, v in all_headers if k.lower() != "content-length"]
+        return Reply(int(status.split(None, 1)[0]), headers, b"".join(chunks))
 
     def _s3(self, armed: _Armed, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         method = str(environ.get("REQUEST_METHOD", "GET"))
@@ -517,3 +504,24 @@ __all__ = [
     "s3_slow_down",
     "throttled_entry",
 ]
+
+
+def run_wsgi_app(app: Any, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], list[bytes]]:
+    """Run a WSGI application to the end: (status, headers, body chunks); its result is closed either way."""
+    started: list[Any] = []
+    chunks: list[bytes] = []
+
+    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+        started[:] = [status, headers]
+        return chunks.append
+
+    result: Iterable[bytes] = app(environ, start_response)
+    try:
+        chunks.extend(result)
+    finally:
+        close = getattr(result, "close", None)
+        if close is not None:
+            close()
+    if not started:
+        raise RuntimeError("the application returned without calling start_response")
+    return str(started[0]), list(started[1]), chunks

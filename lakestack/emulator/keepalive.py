@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import io
 import traceback
-from collections.abc import Iterable
 from typing import Any
 
 from moto.moto_server.werkzeug_app import MotoRequestHandler
 from werkzeug.exceptions import BadRequest, InternalServerError, RequestEntityTooLarge
 from werkzeug.serving import BaseWSGIServer, make_server
+
+from lakestack.emulator.fault_layer import run_wsgi_app
 
 _NO_BODY_STATUSES = frozenset({204, 304})
 _KINESIS_TARGET = "Kinesis_20131202."
@@ -66,21 +67,21 @@ class KeepAliveRequestHandler(MotoRequestHandler):
             body = self._read_body(environ)
         except _TooLarge as error:
             self.close_connection = True
-            self._send(environ, *_collect(RequestEntityTooLarge(str(error)), environ))
+            self._send(environ, *run_wsgi_app(RequestEntityTooLarge(str(error)), environ))
             return
         except ValueError as error:
             self.close_connection = True
-            self._send(environ, *_collect(BadRequest(str(error)), environ))
+            self._send(environ, *run_wsgi_app(BadRequest(str(error)), environ))
             return
         if body is None:  # the client went away mid-body: nothing to answer
             self.close_connection = True
             return
         environ["wsgi.input"] = io.BytesIO(body)
         try:
-            status, headers, chunks = _collect(self.server.app, environ)
+            status, headers, chunks = run_wsgi_app(self.server.app, environ)
         except Exception:
             self.server.log("error", f"Error on request:\n{traceback.format_exc()}")
-            status, headers, chunks = _collect(InternalServerError(), environ)
+            status, headers, chunks = run_wsgi_app(InternalServerError(), environ)
         self._send(environ, status, headers, chunks)
 
     def _read_body(self, environ: dict[str, Any]) -> bytes | None:
@@ -148,27 +149,6 @@ class KeepAliveRequestHandler(MotoRequestHandler):
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         if self.log_requests:
             super().log_request(code, size)
-
-
-def _collect(app: Any, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], list[bytes]]:
-    """Run a WSGI application to the end: (status, headers, body chunks)."""
-    started: list[Any] = []
-    chunks: list[bytes] = []
-
-    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
-        started[:] = [status, headers]
-        return chunks.append
-
-    result: Iterable[bytes] = app(environ, start_response)
-    try:
-        chunks.extend(result)
-    finally:
-        close = getattr(result, "close", None)
-        if close is not None:
-            close()
-    if not started:
-        raise RuntimeError("the application returned without calling start_response")
-    return str(started[0]), list(started[1]), chunks
 
 
 def make_keepalive_server(
