@@ -108,3 +108,68 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     service = Azurite.start(location=folder / "data", log_path=folder / "azurite.log")
     yield service
     service.close()
+
+
+class KillableChild:
+    """A Python script run in its own process group (so one SIGKILL takes its JVM and Python workers too),
+    its output kept in a log that a failing wait quotes."""
+
+    def __init__(self, script: str, args: list[str], folder: Any) -> None:
+        import subprocess
+        import sys
+        from pathlib import Path
+
+        root = Path(__file__).resolve().parents[1]
+        path = folder / "child.py"
+        path.write_text(script)
+        self.log = folder / "child.log"
+        with self.log.open("wb") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, str(path), *args],
+                cwd=root,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env={**os.environ, "PYTHONPATH": str(root)},
+            )
+
+    def wait_until(self, reached: Callable[[], bool], what: str, *, timeout: float = 300) -> None:
+        """Wait until ``reached()`` holds, the child exits or ``timeout`` passes; fail naming ``what`` with the
+        child's exit status and the end of its output unless ``reached()`` held."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while not reached() and self.process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if not reached():
+            output = self.log.read_text(errors="replace")[-6000:]
+            pytest.fail(
+                f"the child never {what} (exit status {self.process.poll()}); its output ends:\n{output}",
+                pytrace=False,
+            )
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group: the driver, its JVM and its Python workers at once."""
+        import signal
+
+        try:  # even when the driver already exited: its JVM may still be in the group
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait(timeout=30)
+
+
+@pytest.fixture
+def killable_child(tmp_path: Any) -> Iterator[Callable[..., KillableChild]]:
+    """``killable_child(script, *args)`` starts ``script`` (Python source) with the repository importable; any
+    child still running when the test ends is killed."""
+    started: list[KillableChild] = []
+
+    def start(script: str, *args: str) -> KillableChild:
+        child = KillableChild(script, list(args), tmp_path)
+        started.append(child)
+        return child
+
+    yield start
+    for child in started:
+        child.kill()

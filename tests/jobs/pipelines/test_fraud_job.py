@@ -3,14 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import textwrap
-import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -20,7 +14,6 @@ from jobs.pipelines import fraud
 from jobs.pipelines._job import JobSettings
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
-ROOT = Path(__file__).resolve().parents[3]
 
 
 def _payload(tid: str, account: str, amount: float, at_s: float) -> bytes:
@@ -253,7 +246,7 @@ _CHILD = textwrap.dedent(
 
 
 @pytest.mark.slow
-def test_killed_mid_batch_then_restarted_alerts_once(spark, tmp_path):
+def test_killed_mid_batch_then_restarted_alerts_once(spark, tmp_path, killable_child):
     bronze = Bronze(str(tmp_path / "bronze"))
     # One commit per micro-batch (max_files_per_trigger=1). Batch 1 completes A's and B's patterns.
     bronze.add([_payload("a-s", "A", 0.42, 0), _payload("b-l", "B", 777.0, 40)])
@@ -267,24 +260,11 @@ def test_killed_mid_batch_then_restarted_alerts_once(spark, tmp_path):
         checkpoint=str(tmp_path / "checkpoint"),
     )
     marker = tmp_path / "killed-here"
-    script = tmp_path / "child.py"
-    script.write_text(_CHILD)
-    child = subprocess.Popen(
-        [sys.executable, str(script), job.source_table, job.lake, str(job.checkpoint), str(marker)],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    child = killable_child(_CHILD, job.source_table, job.lake, str(job.checkpoint), str(marker))
     try:
-        deadline = time.monotonic() + 300
-        while not marker.exists() and child.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert marker.exists(), f"the child never reached batch 1 (exit status {child.poll()})"
+        child.wait_until(marker.exists, "reached batch 1")
     finally:
-        os.killpg(child.pid, signal.SIGKILL)  # the driver, its JVM and its Python workers at once
-        child.wait(timeout=30)
+        child.kill()
 
     settings = fraud.FraudSettings(job=job, watermark_seconds=120, max_files_per_trigger=1)
     # Killed between batch 1's two commits: its transactions are in, its alerts are not.

@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import textwrap
-import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -21,7 +16,6 @@ from jobs.lake import DeltaRsEngine
 from jobs.pipelines import orders
 from jobs.pipelines.orders import OrdersJob, OrdersSettings, OrdersTables, read_optimized, snapshot
 
-ROOT = Path(__file__).resolve().parents[3]
 NOT_ORDERS = [
     b'{"event_type":"sales","event_id":"s1","event_time":"2026-03-01T12:00:00.000000Z","SalesId":1}',
     b'{"event_type":"transactions","event_id":"t1","event_time":"2026-03-01T12:00:00.000000Z"}',
@@ -206,30 +200,18 @@ _CHILD = textwrap.dedent(
 )
 
 
-def test_killed_mid_batch_then_restarted_ends_in_the_expected_state(spark, tmp_path):
+def test_killed_mid_batch_then_restarted_ends_in_the_expected_state(spark, tmp_path, killable_child):
     payloads, expected = orders_payloads(33, 240, out_of_order_rate=0.2, duplicate_rate=0.1)
     bronze, lake = str(tmp_path / "bronze"), str(tmp_path / "lake")
     fill_bronze(bronze, payloads, per_commit=80)  # three files: batches 0 and 1 land, batch 2 is killed
     markers = tmp_path / "markers"
     markers.mkdir()
-    script = tmp_path / "child.py"
-    script.write_text(_CHILD)
-    child = subprocess.Popen(
-        [sys.executable, str(script), lake, bronze, str(tmp_path), str(markers)],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    child = killable_child(_CHILD, lake, bronze, str(tmp_path), str(markers))
     try:
-        deadline = time.monotonic() + 300
-        while len(list(markers.iterdir())) < 2 and child.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert sorted(p.name for p in markers.iterdir()) == ["cow", "mor"], f"exit status {child.poll()}"
+        child.wait_until(lambda: len(list(markers.iterdir())) == 2, "half-wrote batch 2 in both layouts")
     finally:
-        os.killpg(child.pid, signal.SIGKILL)  # the driver, its JVM and its Python workers at once
-        child.wait(timeout=30)
+        child.kill()
+    assert sorted(p.name for p in markers.iterdir()) == ["cow", "mor"]
 
     tables = OrdersTables(lake)
     for layout in ("cow", "mor"):

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import re
-import signal
 import subprocess
 import sys
 import textwrap
@@ -21,8 +19,6 @@ from deltalake import DeltaTable, write_deltalake
 from jobs.lake import DeltaRsEngine, foreach_batch_writer, storage_options_for
 from jobs.sources import DeltaTableNotFoundError, SourceSettingsError, read_delta, read_delta_stream
 from jobs.sources.delta import task_slots
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 def _append(table: str, ids: range, *, options: dict | None = None, **kwargs) -> None:
@@ -304,28 +300,16 @@ _CHILD = textwrap.dedent(
 )
 
 
-def test_killed_mid_batch_then_restarted_lands_every_row_once(spark, tmp_path):
+def test_killed_mid_batch_then_restarted_lands_every_row_once(spark, tmp_path, killable_child):
     source, target = str(tmp_path / "source"), str(tmp_path / "target")
     checkpoint, marker = str(tmp_path / "checkpoint"), tmp_path / "marker"
     for start in range(0, 50, 10):
         _append(source, range(start, start + 10))
-    script = tmp_path / "child.py"
-    script.write_text(_CHILD)
-    child = subprocess.Popen(
-        [sys.executable, str(script), source, target, checkpoint, str(marker)],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    child = killable_child(_CHILD, source, target, checkpoint, str(marker))
     try:
-        deadline = time.monotonic() + 240
-        while not marker.exists() and child.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert marker.exists(), f"the child never reached batch 2 (exit status {child.poll()})"
+        child.wait_until(marker.exists, "reached batch 2", timeout=240)
     finally:
-        os.killpg(child.pid, signal.SIGKILL)  # the driver, its JVM and its Python workers, at once
-        child.wait(timeout=30)
+        child.kill()
     landed = [r["id"] for r in DeltaTable(target).to_pyarrow_table().to_pylist()]
     assert (
         len(landed) == len(set(landed)) == 20
