@@ -122,6 +122,47 @@ def _java_major(java: str) -> int:
     return major
 
 
+WORKER_PYTHON_WRAPPER = Path(__file__).with_name("spark_worker_python.sh")
+
+
+def installed_pyspark_zip() -> str | None:
+    """The ``pyspark.zip`` Spark puts first on its Python workers' path, when it is the installed pyspark's own.
+
+    That is the zip inside the pip-installed package (``SPARK_HOME`` unset or pointing at it) holding the same
+    release: the interpreter would import the same code from site-packages, where compiled modules are cached.
+    ``None`` for any other Spark (a ``SPARK_HOME`` of its own, a zip of another release).
+    """
+    import zipfile
+
+    import pyspark
+
+    package = Path(pyspark.__file__).resolve().parent
+    home = os.environ.get("SPARK_HOME") or str(Path(pyspark.__file__).parent)
+    archive = os.path.join(home, "python", "lib", "pyspark.zip")
+    if Path(home).resolve() != package or not os.path.isfile(archive):
+        return None
+    try:
+        with zipfile.ZipFile(archive) as bundle:
+            version = bundle.read("pyspark/version.py").decode("utf-8", "replace")
+    except (OSError, KeyError, zipfile.BadZipFile):
+        return None
+    return archive if re.search(rf"""["']{re.escape(pyspark.__version__)}["']""", version) else None
+
+
+def _worker_python(*, local: bool) -> dict[str, str]:
+    """The environment that picks Spark's Python worker interpreter: this one, and locally through
+    ``spark_worker_python.sh`` so workers import pyspark from site-packages (compiled once) rather than Spark's zip.
+    """
+    archive = installed_pyspark_zip() if local else None
+    if archive is None or not os.access(WORKER_PYTHON_WRAPPER, os.X_OK):
+        return {"PYSPARK_PYTHON": sys.executable}
+    return {
+        "PYSPARK_PYTHON": str(WORKER_PYTHON_WRAPPER),
+        "LAKESTACK_WORKER_PYTHON": sys.executable,
+        "LAKESTACK_SPARK_ZIP_TO_SKIP": archive,
+    }
+
+
 def build_session(
     app_name: str = "lakestack",
     *,
@@ -140,11 +181,12 @@ def build_session(
     """
     from pyspark.sql import SparkSession
 
+    cluster = on_cluster()
     # Python workers must run the interpreter that has the project installed (the venv), not `python3`.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if "PYSPARK_PYTHON" not in os.environ:
+        os.environ.update(_worker_python(local=not cluster))
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
-    cluster = on_cluster()
     if master is not None:
         builder = builder.master(master)
     elif not cluster:

@@ -1,10 +1,20 @@
-"""Warming Spark's Python workers: one task per slot, importing what the source's reads need."""
+"""The local session: its Python workers (warmed, started through the wrapper), its JVM's collector."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
-from jobs.session import _collector_chosen, warm_python_workers
+from jobs.session import (
+    WORKER_PYTHON_WRAPPER,
+    _collector_chosen,
+    _worker_python,
+    installed_pyspark_zip,
+    warm_python_workers,
+)
 
 
 def test_warming_runs_one_task_per_slot_and_imports_the_source(spark):
@@ -44,3 +54,68 @@ def test_the_serial_collector_is_left_out_when_the_user_chose_one(monkeypatch, e
     for name, value in environment.items():
         monkeypatch.setenv(name, value)
     assert _collector_chosen(conf) is chosen
+
+
+def test_local_python_workers_import_pyspark_from_site_packages_not_sparks_zip(spark):
+    def where(_: object) -> object:
+        import sys
+
+        import pyspark
+
+        yield pyspark.__file__, [entry for entry in sys.path if entry.endswith("pyspark.zip")], sys.executable
+
+    [(module_file, zips, interpreter)] = spark.sparkContext.parallelize([0], 1).mapPartitions(where).collect()
+    assert module_file.endswith(os.path.join("site-packages", "pyspark", "__init__.py"))
+    assert zips == []
+    assert interpreter == sys.executable  # the venv's interpreter, started through the wrapper
+
+
+def _run_wrapper(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    code = "import os, sys; print(os.environ.get('PYTHONPATH', '<unset>')); print(sys.argv[1:])"
+    return subprocess.run(
+        [str(WORKER_PYTHON_WRAPPER), "-c", code, "a b", "*"],
+        env={"PATH": os.environ["PATH"], **env},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_the_worker_wrapper_drops_exactly_the_named_zip_and_keeps_the_rest_in_order(tmp_path):
+    (tmp_path / "x.py").write_text("")  # a glob character in PYTHONPATH must not expand to this
+    zip_path = "/opt/sp ark/python/lib/pyspark.zip"
+    result = _run_wrapper(
+        {
+            "LAKESTACK_WORKER_PYTHON": sys.executable,
+            "LAKESTACK_SPARK_ZIP_TO_SKIP": zip_path,
+            "PYTHONPATH": f"{zip_path}:/other/pyspark.zip:{tmp_path}/*.py:/my project/src",
+        }
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        f"/other/pyspark.zip:{tmp_path}/*.py:/my project/src",
+        "['a b', '*']",  # the arguments reach the interpreter untouched
+    ]
+
+
+def test_the_worker_wrapper_without_an_interpreter_says_what_is_missing():
+    result = _run_wrapper({"PYTHONPATH": "/a"})
+    assert result.returncode != 0
+    assert "LAKESTACK_WORKER_PYTHON" in result.stderr
+    assert "jobs.session.build_session" in result.stderr
+
+
+def test_workers_run_this_interpreter_directly_on_a_cluster_or_with_another_spark(monkeypatch, tmp_path):
+    assert _worker_python(local=False) == {"PYSPARK_PYTHON": sys.executable}
+    monkeypatch.setenv(
+        "SPARK_HOME", str(tmp_path)
+    )  # a Spark of its own: its zip may differ from site-packages
+    assert installed_pyspark_zip() is None
+    assert _worker_python(local=True) == {"PYSPARK_PYTHON": sys.executable}
+    monkeypatch.delenv("SPARK_HOME")
+    local = _worker_python(local=True)
+    assert local["PYSPARK_PYTHON"] == str(WORKER_PYTHON_WRAPPER)
+    assert local["LAKESTACK_WORKER_PYTHON"] == sys.executable
+    assert local["LAKESTACK_SPARK_ZIP_TO_SKIP"].endswith(
+        os.path.join("pyspark", "python", "lib", "pyspark.zip")
+    )
