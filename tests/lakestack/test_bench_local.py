@@ -225,11 +225,11 @@ def test_an_interrupted_bench_tears_down_and_leaves_no_process(tmp_path, signum,
 
 @pytest.mark.slow
 def test_a_short_soak_samples_on_schedule_and_reports_its_budgets(tmp_path):
-    # Ingest alone at a small rate, 60 s sampled every 10 s: what is tested is the soak's loop and report
+    # Ingest alone at a small rate, 30 s sampled every 5 s: what is tested is the soak's loop and report
     # (the budgets' arithmetic is tested on literal samples in test_soak.py).
     bench = Bench(
         tmp_path,
-        "--soak", "60s", "--soak-sample", "10s", "--soak-maintenance", "20s",
+        "--soak", "30s", "--soak-sample", "5s", "--soak-maintenance", "10s",
         "--rate", "20", "--users", "1", "--pipelines", "ingest",
     )  # fmt: skip
     status, result = bench.finish()
@@ -241,14 +241,14 @@ def test_a_short_soak_samples_on_schedule_and_reports_its_budgets(tmp_path):
         0,
         0,
     ), stderr[-3000:]
-    # One status line per sample: at 0, 10, ..., 60 s.
+    # One status line per sample: at 0, 5, ..., 30 s.
     assert [
         line.split("soak sample ")[1].split(" at")[0] for line in bench.stderr if "soak sample " in line
     ] == [f"{i}/7" for i in range(1, 8)]
     assert soak["samples"] == 7
-    # A sixth of 60 s; the latency windows a third of the ~50 s after it.
-    assert soak["warmup_s"] == 10.0
-    assert 15.0 < soak["latency_window_s"] < 18.0
+    # A sixth of 30 s; the latency windows a third of the ~25 s after it.
+    assert soak["warmup_s"] == 5.0
+    assert 8.0 < soak["latency_window_s"] < 9.5
     assert [b["name"] for b in soak["budgets"]] == [
         "checkpoint files flat",
         "table files bounded",
@@ -268,5 +268,5 @@ def test_a_short_soak_samples_on_schedule_and_reports_its_budgets(tmp_path):
     assert "## Soak plots" in markdown
     for name in ("soak_rss", "soak_checkpoint_files", "soak_table_files", "soak_delta_log", "soak_latency"):
         assert (report_dir / "plots" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "soak: 7 samples, warm-up 10 s" in bench.stdout
+    assert "soak: 7 samples, warm-up 5 s" in bench.stdout
     bench.assert_nothing_left()
