@@ -140,7 +140,7 @@ def test_bench_local_runs_the_whole_loop_and_reports_with_plots(tmp_path):
     # With throttled puts (cheap: the producer resends them), to show the faults reach the bench's demo run.
     faults = ["--faults", "put-throttle=0.1", "--faults-seed", "3"]
     bench = Bench(
-        tmp_path, "--pipelines", "ingest,sales", "--duration", "15s", "--rate", "300", "--users", "2", *faults
+        tmp_path, "--pipelines", "ingest,sales", "--duration", "5s", "--rate", "300", "--users", "2", *faults
     )
     status, result = bench.finish()
     assert status == 0, "".join(bench.stderr)[-3000:]
