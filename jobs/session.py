@@ -130,16 +130,19 @@ def installed_pyspark_zip() -> str | None:
 
     That is the zip inside the pip-installed package (``SPARK_HOME`` unset or pointing at it) holding the same
     release: the interpreter would import the same code from site-packages, where compiled modules are cached.
-    ``None`` for any other Spark (a ``SPARK_HOME`` of its own, a zip of another release).
+    The path is spelled as the JVM spells it (its ``SPARK_HOME`` joined with ``/``), since the wrapper compares
+    strings. ``None`` for any other Spark (a ``SPARK_HOME`` of its own, a zip of another release).
     """
     import zipfile
 
     import pyspark
+    from pyspark.find_spark_home import _find_spark_home
 
-    package = Path(pyspark.__file__).resolve().parent
-    home = os.environ.get("SPARK_HOME") or str(Path(pyspark.__file__).parent)
-    archive = os.path.join(home, "python", "lib", "pyspark.zip")
-    if Path(home).resolve() != package or not os.path.isfile(archive):
+    home = _find_spark_home()  # what pyspark hands spark-submit, and so the JVM's SPARK_HOME
+    archive = "/".join(
+        [home, "python", "lib", "pyspark.zip"]
+    )  # as Spark's PythonUtils.sparkPythonPath joins it
+    if Path(home).resolve() != Path(pyspark.__file__).resolve().parent or not os.path.isfile(archive):
         return None
     try:
         with zipfile.ZipFile(archive) as bundle:
@@ -152,8 +155,13 @@ def installed_pyspark_zip() -> str | None:
 def _worker_python(*, local: bool) -> dict[str, str]:
     """The environment that picks Spark's Python worker interpreter: this one, and locally through
     ``spark_worker_python.sh`` so workers import pyspark from site-packages (compiled once) rather than Spark's zip.
+
+    The wrapper's settings reach workers through the JVM's environment, fixed when pyspark first launched it: a JVM
+    already running (a session stopped and built again) gets the interpreter directly.
     """
-    archive = installed_pyspark_zip() if local else None
+    from pyspark import SparkContext
+
+    archive = installed_pyspark_zip() if local and SparkContext._gateway is None else None
     if archive is None or not os.access(WORKER_PYTHON_WRAPPER, os.X_OK):
         return {"PYSPARK_PYTHON": sys.executable}
     return {
@@ -184,7 +192,8 @@ def build_session(
     cluster = on_cluster()
     # Python workers must run the interpreter that has the project installed (the venv), not `python3`.
     if "PYSPARK_PYTHON" not in os.environ:
-        os.environ.update(_worker_python(local=not cluster))
+        local = not cluster and (master is None or master.startswith("local"))
+        os.environ.update(_worker_python(local=local))
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
     if master is not None:

@@ -6,17 +6,19 @@
 # the pip-installed pyspark the interpreter imports anyway, importing from it only costs: Python keeps no compiled
 # modules for a zip, so every new worker compiles pyspark again (~0.6 CPU-s of its ~1 s start-up), and Spark
 # gives a streaming source's worker 10 s, fixed, to connect back, which a busy 2-core machine can miss.
-# Drop exactly that entry, keep every other one in order, then run the interpreter.
-set -f
+# Drop that entry (every copy of it), keep every other one in order, empty ones included, then run the interpreter.
 if [ -n "${LAKESTACK_SPARK_ZIP_TO_SKIP:-}" ] && [ -n "${PYTHONPATH:-}" ]; then
+    rest=$PYTHONPATH:
     kept=
-    IFS=:
-    for entry in $PYTHONPATH; do
+    sep=
+    while [ -n "$rest" ]; do
+        entry=${rest%%:*}
+        rest=${rest#*:}
         if [ "$entry" != "$LAKESTACK_SPARK_ZIP_TO_SKIP" ]; then
-            kept="${kept:+$kept:}$entry"
+            kept=$kept$sep$entry
+            sep=:
         fi
     done
-    unset IFS
     PYTHONPATH=$kept
     export PYTHONPATH
 fi

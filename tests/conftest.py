@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -111,18 +112,17 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 class KillableChild:
-    """A Python script run in its own process group (so one SIGKILL takes its JVM and Python workers too),
-    its output kept in a log that a failing wait quotes."""
+    """A Python script run in its own process group, its output kept in a log that a failing wait quotes;
+    :meth:`kill` takes its JVM and its Python workers (PySpark's daemon has a process group of its own) with it."""
 
-    def __init__(self, script: str, args: list[str], folder: Any) -> None:
+    def __init__(self, script: str, args: list[str], folder: Path, name: str) -> None:
         import subprocess
         import sys
-        from pathlib import Path
 
         root = Path(__file__).resolve().parents[1]
-        path = folder / "child.py"
+        path = folder / f"{name}.py"
         path.write_text(script)
-        self.log = folder / "child.log"
+        self.log = folder / f"{name}.log"
         with self.log.open("wb") as out:
             self.process = subprocess.Popen(
                 [sys.executable, str(path), *args],
@@ -134,42 +134,62 @@ class KillableChild:
             )
 
     def wait_until(self, reached: Callable[[], bool], what: str, *, timeout: float = 300) -> None:
-        """Wait until ``reached()`` holds, the child exits or ``timeout`` passes; fail naming ``what`` with the
-        child's exit status and the end of its output unless ``reached()`` held."""
+        """Wait until ``reached()`` holds, the child exits or ``timeout`` passes; fail naming ``what`` with how
+        the child stands and the end of its output unless ``reached()`` held."""
         import time
 
         deadline = time.monotonic() + timeout
         while not reached() and self.process.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
         if not reached():
+            status = self.process.poll()
+            state = f"still running after {timeout:g} s" if status is None else f"exit status {status}"
             output = self.log.read_text(errors="replace")[-6000:]
-            pytest.fail(
-                f"the child never {what} (exit status {self.process.poll()}); its output ends:\n{output}",
-                pytrace=False,
-            )
+            pytest.fail(f"the child never {what} ({state}); its output ends:\n{output}", pytrace=False)
 
     def kill(self) -> None:
-        """SIGKILL the whole process group: the driver, its JVM and its Python workers at once."""
+        """SIGKILL the child, its process group and every descendant, and wait for them."""
         import signal
 
+        import psutil
+
+        try:
+            family = [
+                psutil.Process(self.process.pid),
+                *psutil.Process(self.process.pid).children(recursive=True),
+            ]
+        except psutil.NoSuchProcess:
+            family = []
         try:  # even when the driver already exited: its JVM may still be in the group
             os.killpg(self.process.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        for member in family:
+            try:
+                member.kill()
+            except psutil.NoSuchProcess:
+                pass
         self.process.wait(timeout=30)
+        psutil.wait_procs(family, timeout=30)
 
 
 @pytest.fixture
-def killable_child(tmp_path: Any) -> Iterator[Callable[..., KillableChild]]:
+def killable_child(tmp_path: Path) -> Iterator[Callable[..., KillableChild]]:
     """``killable_child(script, *args)`` starts ``script`` (Python source) with the repository importable; any
     child still running when the test ends is killed."""
     started: list[KillableChild] = []
 
     def start(script: str, *args: str) -> KillableChild:
-        child = KillableChild(script, list(args), tmp_path)
+        child = KillableChild(script, list(args), tmp_path, name=f"child-{len(started)}")
         started.append(child)
         return child
 
     yield start
+    failures = []
     for child in started:
-        child.kill()
+        try:
+            child.kill()
+        except Exception as error:  # kill the others first, then say
+            failures.append(error)
+    if failures:
+        raise failures[0]

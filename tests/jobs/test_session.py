@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -56,6 +57,13 @@ def test_the_serial_collector_is_left_out_when_the_user_chose_one(monkeypatch, e
     assert _collector_chosen(conf) is chosen
 
 
+# Read at collection, before any session: a developer's own Spark or interpreter leaves the wrapper out by design.
+_CHOSEN_BY_USER = sorted(name for name in ("PYSPARK_PYTHON", "SPARK_HOME") if name in os.environ)
+
+
+@pytest.mark.skipif(
+    bool(_CHOSEN_BY_USER), reason=f"{_CHOSEN_BY_USER} set in the environment: no wrapper by design"
+)
 def test_local_python_workers_import_pyspark_from_site_packages_not_sparks_zip(spark):
     def where(_: object) -> object:
         import sys
@@ -81,19 +89,30 @@ def _run_wrapper(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_worker_wrapper_drops_exactly_the_named_zip_and_keeps_the_rest_in_order(tmp_path):
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("{zip}:/other/pyspark.zip:{glob}:/my project/src", "/other/pyspark.zip:{glob}:/my project/src"),
+        ("/a:{zip}:/b:{zip}", "/a:/b"),  # every copy
+        ("{zip}:/a:", "/a:"),  # empty entries kept where they are
+        (":/a:{zip}", ":/a"),
+        ("/a::/b", "/a::/b"),
+        ("{zip}", ""),
+    ],
+)
+def test_the_worker_wrapper_drops_the_named_zip_and_keeps_the_rest_in_order(tmp_path, path, expected):
     (tmp_path / "x.py").write_text("")  # a glob character in PYTHONPATH must not expand to this
-    zip_path = "/opt/sp ark/python/lib/pyspark.zip"
+    names = {"zip": "/opt/sp ark/python/lib/pyspark.zip", "glob": f"{tmp_path}/*.py"}
     result = _run_wrapper(
         {
             "LAKESTACK_WORKER_PYTHON": sys.executable,
-            "LAKESTACK_SPARK_ZIP_TO_SKIP": zip_path,
-            "PYTHONPATH": f"{zip_path}:/other/pyspark.zip:{tmp_path}/*.py:/my project/src",
+            "LAKESTACK_SPARK_ZIP_TO_SKIP": names["zip"],
+            "PYTHONPATH": path.format(**names),
         }
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
-        f"/other/pyspark.zip:{tmp_path}/*.py:/my project/src",
+        expected.format(**names),
         "['a b', '*']",  # the arguments reach the interpreter untouched
     ]
 
@@ -105,17 +124,35 @@ def test_the_worker_wrapper_without_an_interpreter_says_what_is_missing():
     assert "jobs.session.build_session" in result.stderr
 
 
-def test_workers_run_this_interpreter_directly_on_a_cluster_or_with_another_spark(monkeypatch, tmp_path):
+def test_workers_run_this_interpreter_directly_on_a_cluster_with_another_spark_or_a_running_jvm(
+    monkeypatch, tmp_path
+):
+    from pyspark import SparkContext
+
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    monkeypatch.setattr(SparkContext, "_gateway", None)  # no JVM launched yet
+    local = _worker_python(local=True)
+    assert local["PYSPARK_PYTHON"] == str(WORKER_PYTHON_WRAPPER)
+    assert local["LAKESTACK_WORKER_PYTHON"] == sys.executable
+    assert local["LAKESTACK_SPARK_ZIP_TO_SKIP"].endswith("/pyspark/python/lib/pyspark.zip")
     assert _worker_python(local=False) == {"PYSPARK_PYTHON": sys.executable}
+
     monkeypatch.setenv(
         "SPARK_HOME", str(tmp_path)
     )  # a Spark of its own: its zip may differ from site-packages
     assert installed_pyspark_zip() is None
     assert _worker_python(local=True) == {"PYSPARK_PYTHON": sys.executable}
+
+    # A JVM launched before these settings existed would never pass them on to its workers.
     monkeypatch.delenv("SPARK_HOME")
-    local = _worker_python(local=True)
-    assert local["PYSPARK_PYTHON"] == str(WORKER_PYTHON_WRAPPER)
-    assert local["LAKESTACK_WORKER_PYTHON"] == sys.executable
-    assert local["LAKESTACK_SPARK_ZIP_TO_SKIP"].endswith(
-        os.path.join("pyspark", "python", "lib", "pyspark.zip")
-    )
+    monkeypatch.setattr(SparkContext, "_gateway", object())
+    assert _worker_python(local=True) == {"PYSPARK_PYTHON": sys.executable}
+
+
+def test_the_zip_is_named_as_the_jvm_names_it_through_a_symlinked_spark_home(monkeypatch, tmp_path):
+    import pyspark
+
+    package = Path(pyspark.__file__).resolve().parent
+    (tmp_path / "spark").symlink_to(package)
+    monkeypatch.setenv("SPARK_HOME", str(tmp_path / "spark"))
+    assert installed_pyspark_zip() == f"{tmp_path}/spark/python/lib/pyspark.zip"
