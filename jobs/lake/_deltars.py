@@ -41,6 +41,12 @@ from jobs.lake.engine import (
 from jobs.lake.errors import LakeError, LakeTableNotFoundError
 
 _T = TypeVar("_T")
+# A table as the engine keeps it: its URI and its storage options.
+_Key = tuple[str, tuple[tuple[str, str], ...]]
+
+
+def _key(table_uri: str, options: dict[str, str]) -> _Key:
+    return (table_uri, tuple(sorted(options.items())))
 
 
 @dataclass(frozen=True)
@@ -74,13 +80,25 @@ class DeltaRsEngine(TableHandles):
     newer ones, and should delta-rs miss one anyway the engine opens the table afresh. A handle
     whose use raised, or whose catch-up failed, is dropped and the next use opens the table afresh. Memory:
     one table state (its file list) per URI an engine has appended to.
+
+    Transaction lookups: delta-rs 1.x answers ``transaction_version`` by reading every commit file since the
+    last log checkpoint (on S3 one GET each: ~30 GETs at version 30, up to ~100), and the sink asks twice a
+    batch (before moving the batch into Arrow, and again inside the append). The engine remembers, per kept
+    handle, the answer at the version it was read, and the batch of its own commits: a commit the handle
+    moved to directly (exactly one version on) is the engine's own, so the application's latest transaction
+    at that version is the batch it carried. A lookup at a version the engine has an answer for uses it;
+    when the catch-up moved the handle past it (another writer committed), delta-rs is asked again. A handle
+    opened afresh starts with nothing remembered.
     """
 
     name = "delta-rs"
 
     def __init__(self) -> None:
-        self._handles: dict[tuple[str, tuple[tuple[str, str], ...]], DeltaTable] = {}
-        self._handle_locks: dict[tuple[str, tuple[tuple[str, str], ...]], threading.Lock] = {}
+        self._handles: dict[_Key, DeltaTable] = {}
+        self._handle_locks: dict[_Key, threading.Lock] = {}
+        # Per table, for the handle kept (that very object): app id -> (table version, the app's transaction
+        # version at it). Read and written under the table's lock (``_latest``).
+        self._transactions: dict[_Key, tuple[DeltaTable, dict[str, tuple[int, int | None]]]] = {}
         self._guard = threading.Lock()
 
     @contextlib.contextmanager
@@ -90,7 +108,7 @@ class DeltaRsEngine(TableHandles):
         One user at a time per table; a handle whose use raised is dropped (it may be part-way through a
         commit), so the next use opens the table afresh.
         """
-        key = (table_uri, tuple(sorted(options.items())))
+        key = _key(table_uri, options)
         with self._guard:
             lock = self._handle_locks.setdefault(key, threading.Lock())
         with lock:
@@ -168,12 +186,14 @@ class DeltaRsEngine(TableHandles):
     def _append_to(
         self, table: DeltaTable | None, table_uri: str, batch: pa.Table, write: _Write
     ) -> AppendResult:
+        before: int | None = None
         if table is not None:
-            done = table.transaction_version(write.app_id)
+            done = self._transaction_of(_key(table_uri, write.options), table, write.app_id)
             if done is not None and done >= write.batch_id:
                 return AppendResult(committed=False, table_version=table.version(), rows=0)
             check_schema(table_uri, table.schema(), batch.schema, write.schema_mode)
             _check_partitioning(table_uri, table, write.partition_by)
+            before = table.version()
         write_deltalake(
             table if table is not None else table_uri,
             batch,
@@ -187,13 +207,41 @@ class DeltaRsEngine(TableHandles):
         # write_deltalake moves a DeltaTable it was given to the version it committed; no history() read
         # (history() holds the GIL during I/O, which stalls an in-process emulator such as moto's).
         written = table if table is not None else _require(table_uri, write.options)
+        if before is not None and written.version() == before + 1:
+            # Exactly one commit since the version the handle was at, and the handle holds this write: that
+            # commit is this one, so at it the app's latest transaction is this batch.
+            self._remember(
+                _key(table_uri, write.options), written, write.app_id, written.version(), write.batch_id
+            )
         return AppendResult(committed=True, table_version=written.version(), rows=batch.num_rows)
+
+    def _transaction_of(self, key: _Key, table: DeltaTable, app_id: str) -> int | None:
+        """``table.transaction_version(app_id)``, remembered for this handle at its current version."""
+        version = table.version()
+        kept = self._transactions.get(key)
+        if kept is not None and kept[0] is table:
+            known = kept[1].get(app_id)
+            if known is not None and known[0] == version:
+                return known[1]
+        done = table.transaction_version(app_id)
+        self._remember(key, table, app_id, version, done)
+        return done
+
+    def _remember(self, key: _Key, table: DeltaTable, app_id: str, version: int, done: int | None) -> None:
+        kept = self._transactions.get(key)
+        if kept is None or kept[0] is not table:
+            kept = (table, {})  # another handle than the one remembered for: start afresh
+            self._transactions[key] = kept
+        kept[1][app_id] = (version, done)
 
     def transaction_version(self, ref: TableRef, app_id: str) -> int | None:
         """Return the last batch id committed for ``app_id``, or None (also when there is no table)."""
         table_uri, options = ref.uri, dict(ref.storage_options)
+        key = _key(table_uri, options)
         return self._use_latest(
-            table_uri, options, lambda table: None if table is None else table.transaction_version(app_id)
+            table_uri,
+            options,
+            lambda table: None if table is None else self._transaction_of(key, table, app_id),
         )
 
     def version(self, ref: TableRef) -> int | None:

@@ -182,3 +182,82 @@ def test_old_log_files_cleaned_up_under_the_handle_lose_nothing(tmp_path, monkey
     assert (landed.committed, landed.table_version) == (True, 4)
     assert opened == []  # the catch-up read only what came after the handle's version
     assert _rows(uri) == [0, 1, 2, 3, 4]
+
+
+def _count_transaction_reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """Every ``DeltaTable.transaction_version`` call (app id, the table's version): each replays the log."""
+    asked: list[tuple[str, int]] = []
+    real = DeltaTable.transaction_version
+
+    def counting(self: DeltaTable, app_id: str) -> int | None:
+        asked.append((app_id, self.version()))
+        return real(self, app_id)
+
+    monkeypatch.setattr(DeltaTable, "transaction_version", counting)
+    return asked
+
+
+def test_after_its_own_commits_the_engine_answers_transaction_lookups_without_reading_the_log(
+    tmp_path, monkeypatch
+):
+    uri = str(tmp_path / "t")
+    table = DeltaRsEngine().table(uri)
+    table.append(pa.table({"id": [0]}), app_id="q", batch_id=0)  # creates the table
+    asked = _count_transaction_reads(monkeypatch)
+    found = []
+    for batch in (1, 2, 3):
+        found.append(table.transaction_version("q"))  # the sink's lookup before each batch
+        table.append(pa.table({"id": [batch]}), app_id="q", batch_id=batch)
+    found.append(table.transaction_version("q"))
+    assert found == [0, 1, 2, 3]
+    # Read once, at the handle's first version; every later answer is the batch the engine's own commit carried.
+    assert asked == [("q", 0)]
+    replayed = table.append(pa.table({"id": [3]}), app_id="q", batch_id=3)
+    assert (replayed.committed, replayed.table_version, replayed.rows) == (False, 3, 0)
+    assert asked == [("q", 0)]
+    assert table.transaction_version("other") is None  # another app: not known, so read
+    assert asked == [("q", 0), ("other", 3)]
+    assert _rows(uri) == [0, 1, 2, 3]
+
+
+def test_commits_by_another_writer_make_the_engine_read_transactions_again(tmp_path, monkeypatch):
+    uri = str(tmp_path / "t")
+    table = DeltaRsEngine().table(uri)
+    for batch in (0, 1):
+        table.append(pa.table({"id": [batch]}), app_id="q", batch_id=batch)  # kept at version 1
+    assert table.transaction_version("q") == 1
+    asked = _count_transaction_reads(monkeypatch)
+    # Another writer of the same query (a restarted job that got there first) records batch 5 ...
+    write_deltalake(uri, pa.table({"id": [5]}), mode="append", commit_properties=_commit_properties("q", 5))
+    assert table.transaction_version("q") == 5
+    skipped = table.append(pa.table({"id": [5]}), app_id="q", batch_id=5)
+    assert (skipped.committed, skipped.table_version) == (False, 2)
+    # ... and one of another application commits without a transaction of this query.
+    write_deltalake(uri, pa.table({"id": [7]}), mode="append", commit_properties=_commit_properties("r", 9))
+    landed = table.append(pa.table({"id": [6]}), app_id="q", batch_id=6)
+    assert (landed.committed, landed.table_version) == (True, 4)
+    assert table.transaction_version("q") == 6
+    assert table.transaction_version("r") == 9
+    assert asked == [("q", 2), ("q", 3), ("r", 4)]
+    assert _rows(uri) == [0, 1, 5, 6, 7]
+
+
+def test_a_handle_opened_afresh_reads_transactions_afresh(tmp_path, monkeypatch):
+    uri = str(tmp_path / "t")
+    engine = DeltaRsEngine()
+    table = engine.table(uri)
+    for batch in (0, 1):
+        table.append(pa.table({"id": [batch]}), app_id="q", batch_id=batch)
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise OSError("connection reset mid-commit")
+
+    real_write = deltars.write_deltalake
+    monkeypatch.setattr(deltars, "write_deltalake", broken)
+    with pytest.raises(OSError, match="connection reset mid-commit"):
+        table.append(pa.table({"id": [2]}), app_id="q", batch_id=2)
+    monkeypatch.setattr(deltars, "write_deltalake", real_write)
+    # What the dropped handle knew is not used for the one opened afresh, even at the same version.
+    asked = _count_transaction_reads(monkeypatch)
+    assert table.transaction_version("q") == 1
+    assert asked == [("q", 1)]
