@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from jobs.session import (
+    LOCAL_CHECKPOINT_FILE_MANAGER,
     WORKER_PYTHON_WRAPPER,
     _collector_chosen,
     _worker_python,
@@ -34,6 +35,28 @@ def test_the_local_driver_runs_the_serial_collector_and_the_local_log_config(spa
     )
     assert collectors == ["Copy", "MarkSweepCompact"]  # the serial collector's young and old generations
     assert "log4j2-local.properties" in jvm.java.lang.System.getProperty("log4j2.configurationFile")
+
+
+def test_local_checkpoint_logs_go_through_the_file_system_manager_and_never_overwrite(spark, tmp_path):
+    jvm = spark.sparkContext._jvm
+    hadoop_conf = spark._jsparkSession.sessionState().newHadoopConf()
+    log_dir = jvm.org.apache.hadoop.fs.Path(tmp_path.as_uri())
+    manager = (
+        getattr(jvm.org.apache.spark.sql.execution.streaming, "CheckpointFileManager$")
+        .__getattr__("MODULE$")
+        .create(log_dir, hadoop_conf)
+    )
+    assert manager.getClass().getName() == LOCAL_CHECKPOINT_FILE_MANAGER
+    entry = jvm.org.apache.hadoop.fs.Path(log_dir, "0")
+    first = manager.createAtomic(entry, False)
+    first.write(b"v1\nfirst")
+    first.close()  # published by a rename only now
+    second = manager.createAtomic(entry, False)
+    second.write(b"v1\nsecond")
+    with pytest.raises(Exception, match="FileAlreadyExistsException"):
+        second.close()  # what lets two writers of one batch id never both win (HDFSMetadataLog.add)
+    assert (tmp_path / "0").read_bytes() == b"v1\nfirst"
+    assert (tmp_path / ".0.crc").is_file()  # Hadoop's checksum of the entry is kept, as before
 
 
 @pytest.mark.parametrize(
