@@ -23,6 +23,29 @@ def test_warming_runs_one_task_per_slot_and_imports_the_source(spark):
     assert warm_python_workers(spark) == 4  # spark.default.parallelism of the local session
 
 
+def test_warming_moves_its_rows_to_the_driver_through_the_sinks_arrow_path(spark, monkeypatch):
+    import jobs.lake._arrow as arrow
+
+    moved = []
+    real = arrow.to_arrow
+
+    def recording(frame):
+        table = real(frame)
+        moved.append(table)
+        return table
+
+    monkeypatch.setattr(arrow, "to_arrow", recording)
+    assert warm_python_workers(spark) == 4
+    assert len(moved) == 1
+    assert moved[0].num_rows == 4
+    assert [(f.name, str(f.type)) for f in moved[0].schema] == [
+        ("data", "binary"),
+        ("key", "string"),
+        ("at", "timestamp[us, tz=UTC]"),
+    ]
+    assert sorted(moved[0].column("data").to_pylist()) == [b"0", b"1", b"2", b"3"]
+
+
 def test_warming_a_module_that_does_not_import_fails_naming_it(spark):
     with pytest.raises(Exception, match="No module named 'lakestack_no_such_module'"):
         warm_python_workers(spark, modules=("lakestack_no_such_module",))
