@@ -13,7 +13,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 import jobs.lake._deltars as deltars
-from jobs.lake import DeltaRsEngine, LakeError
+from jobs.lake import DeltaRsEngine, LakeError, LakeTable
 from jobs.lake._deltars import _commit_properties
 
 
@@ -67,6 +67,19 @@ def test_a_commit_by_another_process_is_seen_by_the_kept_handle(tmp_path):
     assert _rows(uri) == [0, 1, 2, 3]
 
 
+def _fail_one_append(table: LakeTable, monkeypatch: pytest.MonkeyPatch, *, batch_id: int) -> None:
+    """Make the append of ``batch_id`` fail mid-commit (delta-rs raising), then put the real writer back."""
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise OSError("connection reset mid-commit")
+
+    real_write = deltars.write_deltalake
+    monkeypatch.setattr(deltars, "write_deltalake", broken)
+    with pytest.raises(OSError, match="connection reset mid-commit"):
+        table.append(pa.table({"id": [batch_id]}), app_id="q", batch_id=batch_id)
+    monkeypatch.setattr(deltars, "write_deltalake", real_write)
+
+
 def test_a_failed_write_drops_the_handle_and_the_next_append_opens_afresh(tmp_path, monkeypatch):
     uri = str(tmp_path / "t")
     engine = DeltaRsEngine()
@@ -75,15 +88,8 @@ def test_a_failed_write_drops_the_handle_and_the_next_append_opens_afresh(tmp_pa
     table.append(pa.table({"id": [1]}), app_id="q", batch_id=1)
     assert len(engine._handles) == 1
 
-    def broken(*args: object, **kwargs: object) -> None:
-        raise OSError("connection reset mid-commit")
-
-    real_write = deltars.write_deltalake
-    monkeypatch.setattr(deltars, "write_deltalake", broken)
-    with pytest.raises(OSError, match="connection reset mid-commit"):
-        table.append(pa.table({"id": [2]}), app_id="q", batch_id=2)
+    _fail_one_append(table, monkeypatch, batch_id=2)
     assert engine._handles == {}
-    monkeypatch.setattr(deltars, "write_deltalake", real_write)
     opened = _count_opens(monkeypatch)
     retried = table.append(pa.table({"id": [2]}), app_id="q", batch_id=2)
     assert (retried.committed, retried.table_version) == (True, 2)
@@ -249,14 +255,7 @@ def test_a_handle_opened_afresh_reads_transactions_afresh(tmp_path, monkeypatch)
     for batch in (0, 1):
         table.append(pa.table({"id": [batch]}), app_id="q", batch_id=batch)
 
-    def broken(*args: object, **kwargs: object) -> None:
-        raise OSError("connection reset mid-commit")
-
-    real_write = deltars.write_deltalake
-    monkeypatch.setattr(deltars, "write_deltalake", broken)
-    with pytest.raises(OSError, match="connection reset mid-commit"):
-        table.append(pa.table({"id": [2]}), app_id="q", batch_id=2)
-    monkeypatch.setattr(deltars, "write_deltalake", real_write)
+    _fail_one_append(table, monkeypatch, batch_id=2)
     # What the dropped handle knew is not used for the one opened afresh, even at the same version.
     asked = _count_transaction_reads(monkeypatch)
     assert table.transaction_version("q") == 1
