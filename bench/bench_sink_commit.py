@@ -60,6 +60,11 @@ def _batch() -> pa.Table:
     )
 
 
+def _behind(done: int | None, batch_id: int) -> bool:
+    """Whether a table whose app transaction is ``done`` still needs ``batch_id`` (None: nothing recorded)."""
+    return done is None or done < batch_id
+
+
 def _requests(log: Path, since: int) -> int:
     time.sleep(0.2)  # the server logs a request after replying
     return sum(1 for line in log.read_bytes()[since:].splitlines() if b'"' in line)
@@ -78,13 +83,13 @@ def _run_side(
     for batch_id in range(batches):
         if side == "engine":
             table = engine.table(uri, storage_options=options)
-            if (table.transaction_version("bench") or -1) < batch_id:
+            if _behind(table.transaction_version("bench"), batch_id):
                 table.append(batch, app_id="bench", batch_id=batch_id)
             continue
         kept.update_incremental()
-        if (kept.transaction_version("bench") or -1) < batch_id:
+        if _behind(kept.transaction_version("bench"), batch_id):
             kept.update_incremental()
-            if (kept.transaction_version("bench") or -1) < batch_id:
+            if _behind(kept.transaction_version("bench"), batch_id):
                 write_deltalake(
                     kept, batch, mode="append", commit_properties=_commit_properties("bench", batch_id)
                 )

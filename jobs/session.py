@@ -17,6 +17,8 @@ from jobs.errors import PrerequisiteError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+# Spark 4.0 spelling (the class moved to ...streaming.checkpointing in 4.1; pyspark is pinned <4.1, and a wrong name
+# fails every local query at start, which test_session catches).
 LOCAL_CHECKPOINT_FILE_MANAGER = (
     "org.apache.spark.sql.execution.streaming.FileSystemBasedCheckpointFileManager"
 )

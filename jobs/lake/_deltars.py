@@ -75,8 +75,8 @@ class DeltaRsEngine(TableHandles):
     files no current version lists, which an append never reads; a table deleted (or recreated with fewer
     commits than the handle has read) under the handle makes its next use fail, as delta-rs finds the log it
     read gone, and that is reported as a :class:`LakeError` rather than silently starting a new table the
-    checkpoint knows nothing of (a table recreated past that version is not told apart, as with any reader
-    holding a version); old log files cleaned up under it do not matter to the catch-up, which reads only
+    checkpoint knows nothing of (a table recreated at or past that version is not told apart, as with any
+    reader holding a version: its transactions included, so do not recreate a table under a running job); old log files cleaned up under it do not matter to the catch-up, which reads only
     newer ones, and should delta-rs miss one anyway the engine opens the table afresh. A handle
     whose use raised, or whose catch-up failed, is dropped and the next use opens the table afresh. Memory:
     one table state (its file list) per URI an engine has appended to.
@@ -88,7 +88,7 @@ class DeltaRsEngine(TableHandles):
     moved to directly (exactly one version on) is the engine's own, so the application's latest transaction
     at that version is the batch it carried. A lookup at a version the engine has an answer for uses it;
     when the catch-up moved the handle past it (another writer committed), delta-rs is asked again. A handle
-    opened afresh starts with nothing remembered.
+    opened afresh starts with nothing remembered, and what was remembered is dropped with its handle.
     """
 
     name = "delta-rs"
@@ -118,9 +118,14 @@ class DeltaRsEngine(TableHandles):
                     table.update_incremental()
                 except (DeltaError, OSError):
                     table = None  # e.g. log files cleaned up past the handle's version: replay from scratch
+                    self._transactions.pop(key, None)  # what was remembered goes with the handle
             if table is None:
                 table = _open(table_uri, options)
-            yield table
+            try:
+                yield table
+            except BaseException:
+                self._transactions.pop(key, None)
+                raise
             # Put back only when its use returned: one whose use raised may be part-way through a commit.
             if table is not None:
                 self._handles[key] = table

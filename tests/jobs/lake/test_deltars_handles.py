@@ -90,6 +90,7 @@ def test_a_failed_write_drops_the_handle_and_the_next_append_opens_afresh(tmp_pa
 
     _fail_one_append(table, monkeypatch, batch_id=2)
     assert engine._handles == {}
+    assert engine._transactions == {}  # what the dropped handle knew goes with it
     opened = _count_opens(monkeypatch)
     retried = table.append(pa.table({"id": [2]}), app_id="q", batch_id=2)
     assert (retried.committed, retried.table_version) == (True, 2)
