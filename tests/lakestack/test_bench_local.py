@@ -52,13 +52,21 @@ def _wait_until(condition: Callable[[], bool], timeout_s: float) -> bool:
     return condition()
 
 
+def _command_line(process: psutil.Process) -> str | None:
+    """The process's command line, or None once it has exited (a zombie or gone: short-lived processes such as
+    spark-submit's shell helpers come and go between listing and asking)."""
+    try:
+        return " ".join(process.cmdline())
+    except psutil.Error:
+        return None
+
+
 def _describe(processes: list[psutil.Process]) -> list[str]:
     described = []
     for process in processes:
-        try:
-            described.append(f"{process.pid} {' '.join(process.cmdline())[:160]}")
-        except psutil.Error:
-            continue
+        command = _command_line(process)
+        if command is not None:
+            described.append(f"{process.pid} {command[:160]}")
     return described
 
 
@@ -120,7 +128,7 @@ class Bench:
         pytest.fail(f"the bench never printed {text!r}:\n{''.join(self.stderr)[-3000:]}")
 
     def children(self, name: str) -> list[psutil.Process]:
-        return [p for p in _marked(self.run_id) if name in " ".join(p.cmdline())]
+        return [p for p in _marked(self.run_id) if name in (_command_line(p) or "")]
 
     def finish(self) -> tuple[int, dict]:
         self.process.wait(timeout=EXIT_TIMEOUT_S)
