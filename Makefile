@@ -10,12 +10,15 @@ STAMP  := $(VENV)/.installed-stamp
 VENV35  := .venv-spark35
 STAMP35 := $(VENV35)/.installed-stamp
 AZURITE_STAMP := .lakestack/azurite/.installed-stamp
+# Spark's JVM jars (Delta, S3A, Kafka), pinned in jars/pom.xml and jars/<line>.sha256, fetched once with Maven.
+JARS40 := .lakestack/jars/spark40/.verified
+JARS35 := .lakestack/jars/spark35/.verified
 # pip itself is pinned so a fresh clone resolves the lockfile the way CI did.
 PIP_VERSION := 26.3
 DEMO_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test test-fast test-spark35 azurite lint typecheck format bench lock clean java
+.PHONY: help demo test test-fast test-spark35 azurite jars jars-spark35 lint typecheck format bench lock lock-jars clean java mvn
 
 help:
 	@echo "make demo       run the whole pipeline on this machine (embedded emulator, no cloud account)"
@@ -23,7 +26,9 @@ help:
 	@echo "make test-fast  the same without the Spark, emulator-process and demo tests (inner loop)"
 	@echo "make test-spark35  the Azure-path job tests under pyspark 3.5 (Synapse's Spark), in $(VENV35)"
 	@echo "make bench      run the benchmarks in bench/ (slow; prints medians and ratios)"
+	@echo "make jars       fetch Spark's Delta, S3 and Kafka jars with Maven (pinned; demo and test do it on first use)"
 	@echo "make lock       re-resolve requirements.lock from pyproject.toml"
+	@echo "make lock-jars  re-record the jars' SHA-256s after changing jars/pom.xml"
 	@echo "make clean      remove .venv, reports and caches"
 
 # Java 17+ is what pyspark 4.0 runs on; say which package to install instead of failing deep in Spark.
@@ -36,6 +41,22 @@ java:
 	if [ -z "$$v" ] || [ "$$v" -lt 17 ]; then \
 	  echo "error: Java 17 or newer is required by Spark (pyspark 4.0); found Java '$$v'." >&2; \
 	  echo "       install 'openjdk-17-jre-headless' (Debian/Ubuntu) or 'openjdk@17' (macOS) and put it first on PATH." >&2; exit 2; fi
+
+# Maven fetches the jars Spark runs with here (Delta, S3A, Kafka): say which package to install when it is missing.
+mvn:
+	@command -v mvn >/dev/null 2>&1 || { \
+	  echo "error: Maven ('mvn') is needed once, to fetch Spark's Delta, S3 and Kafka jars from Maven Central, and was not found." >&2; \
+	  echo "       install it: 'sudo apt-get install maven' (Debian/Ubuntu) or 'brew install maven' (macOS), then run this command again." >&2; exit 2; }
+
+$(JARS40): jars/pom.xml jars/spark40.sha256 jars/fetch.py $(STAMP) | mvn
+	$(BIN)/python jars/fetch.py --line spark40 --python $(BIN)/python
+
+$(JARS35): jars/pom.xml jars/spark35.sha256 jars/fetch.py $(STAMP35) | mvn
+	$(VENV35)/bin/python jars/fetch.py --line spark35 --python $(VENV35)/bin/python
+
+jars: $(JARS40)
+
+jars-spark35: $(JARS35)
 
 $(STAMP): pyproject.toml requirements.lock
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; lakestack needs Python 3.11 (set PYTHON=/path/to/python3.11)." >&2; exit 2; }
@@ -60,7 +81,7 @@ $(AZURITE_STAMP): $(STAMP) lakestack/emulator/node/package-lock.json
 
 azurite: $(AZURITE_STAMP)
 
-demo: java $(STAMP) $(AZURITE_STAMP)
+demo: java $(STAMP) $(JARS40) $(AZURITE_STAMP)
 	$(BIN)/lakestack demo $(DEMO_ARGS)
 
 lint: $(STAMP)
@@ -75,19 +96,19 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-test: java $(STAMP) $(AZURITE_STAMP) lint
+test: java $(STAMP) $(JARS40) $(AZURITE_STAMP) lint
 	$(BIN)/python -m pytest
 	$(MAKE) --no-print-directory test-spark35
 
 # Job code that runs on Synapse must hold on Spark 3.5: no 4.0-only API may slip into the Azure path.
 # The project is put on the path rather than installed: the cluster gets jobs/ as files too.
-test-spark35: java $(STAMP35)
+test-spark35: java $(STAMP35) $(JARS35)
 	LAKESTACK_EXPECT_SPARK=3.5 PYTHONPATH=$(CURDIR) $(VENV35)/bin/python -m pytest -p no:cacheprovider tests/jobs/azure
 
-test-fast: $(STAMP) lint
+test-fast: $(STAMP) $(JARS40) lint
 	$(BIN)/python -m pytest -m "not slow and not cloud"
 
-bench: java $(STAMP)
+bench: java $(STAMP) $(JARS40)
 	@for b in bench/bench_*.py; do echo "==> $$b"; $(BIN)/python $$b || exit $$?; done
 
 # Re-resolve the lockfile (every extra, for any platform) after changing dependencies in pyproject.toml.
@@ -96,5 +117,10 @@ lock: $(STAMP)
 	  --no-emit-package lakestack -o requirements.lock
 	$(BIN)/uv pip compile requirements-spark35.in --universal --python-version 3.11 -o requirements-spark35.lock
 
+# Re-record the jars' SHA-256s (jars/<line>.sha256) from what Maven gives for jars/pom.xml.
+lock-jars: $(STAMP) $(STAMP35) | mvn
+	$(BIN)/python jars/fetch.py --line spark40 --python $(BIN)/python --lock
+	$(VENV35)/bin/python jars/fetch.py --line spark35 --python $(VENV35)/bin/python --lock
+
 clean:
-	rm -rf $(VENV) $(VENV35) .lakestack/azurite reports .pytest_cache .ruff_cache .mypy_cache build *.egg-info
+	rm -rf $(VENV) $(VENV35) .lakestack/azurite .lakestack/jars reports .pytest_cache .ruff_cache .mypy_cache build *.egg-info

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 
-from jobs.entry import run_job, split_entry_options
+from jobs.entry import apply_session_options, run_job, split_entry_options
 from jobs.errors import USER_MISTAKE, UsageError
 
 
@@ -66,6 +66,11 @@ flags every job takes:
   --verbose        show everything on the terminal too: Spark's own output, the full trace of a failure
   --log-file PATH  the job log (default: a new file under the temp folder's lakestack-jobs/; under
                    spark-submit, the driver's stderr)
+  --spark-master URL
+                   Spark master for a local run, e.g. local-cluster[2,1,1024] (two executor JVMs);
+                   default local[2]; under spark-submit its own settings stand
+  --spark-conf KEY=VALUE
+                   a Spark setting for a local run, e.g. spark.driver.maxResultSize=8m (repeatable)
 
 exit status: 0 done, 2 a mistake to fix (the one-line error says what), 1 a failure (see the job log)"""
 
@@ -87,6 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return USER_MISTAKE
     try:
         options, job_args = split_entry_options(rest)
+        apply_session_options(options)
     except UsageError as error:
         print(f"error: {error}", file=sys.stderr)
         return USER_MISTAKE

@@ -51,34 +51,69 @@ class EntryOptions:
 
     verbose: bool = False
     log_file: str | None = None
+    spark_master: str | None = None
+    spark_conf: tuple[str, ...] = ()
+
+
+_VALUE_FLAGS = {
+    "--log-file": "a file path",
+    "--spark-master": "a Spark master URL, e.g. local[2] or local-cluster[2,1,1024]",
+    "--spark-conf": "KEY=VALUE, e.g. spark.driver.maxResultSize=8m",
+}
 
 
 def split_entry_options(argv: Sequence[str]) -> tuple[EntryOptions, list[str]]:
-    """Take ``--verbose`` and ``--log-file PATH`` out of a job's arguments, wherever they stand.
+    """Take ``--verbose``, ``--log-file PATH``, ``--spark-master URL`` and ``--spark-conf KEY=VALUE``
+    (repeatable) out of a job's arguments, wherever they stand.
 
     Raises:
-        UsageError: ``--log-file`` without a path.
+        UsageError: one of them without its value.
     """
-    verbose, log_file, rest = False, None, []
+    verbose, rest = False, []
+    values: dict[str, list[str]] = {flag: [] for flag in _VALUE_FLAGS}
     items = iter(argv)
     for arg in items:
         if arg == "--":
             rest.extend([arg, *items])
             break
+        flag = arg.partition("=")[0]
         if arg == "--verbose":
             verbose = True
-        elif arg == "--log-file" or arg.startswith("--log-file="):
+        elif flag in _VALUE_FLAGS:
             value = arg.partition("=")[2] if "=" in arg else next(items, "")
             if not value or value.startswith("-"):
-                raise UsageError("--log-file: expected a file path, found nothing.")
-            log_file = value
+                raise UsageError(f"{flag}: expected {_VALUE_FLAGS[flag]}, found nothing.")
+            values[flag].append(value)
         else:
             rest.append(arg)
-    return EntryOptions(verbose=verbose, log_file=log_file), rest
+    options = EntryOptions(
+        verbose=verbose,
+        log_file=(values["--log-file"] or [None])[-1],
+        spark_master=(values["--spark-master"] or [None])[-1],
+        spark_conf=tuple(values["--spark-conf"]),
+    )
+    return options, rest
+
+
+def apply_session_options(options: EntryOptions) -> None:
+    """Make ``--spark-master`` / ``--spark-conf`` apply to every session the job builds (local runs only: under
+    spark-submit on a cluster, spark-submit's own settings stand).
+
+    Raises:
+        UsageError: a ``--spark-conf`` item that is not ``KEY=VALUE``.
+    """
+    from jobs.session import SessionOverrides, parse_spark_conf, set_session_overrides
+
+    conf = parse_spark_conf(options.spark_conf)
+    if on_cluster():
+        if options.spark_master or conf:
+            log.warning("--spark-master/--spark-conf are ignored under spark-submit: its own settings stand")
+        return
+    set_session_overrides(SessionOverrides(master=options.spark_master, conf=conf))
 
 
 def add_entry_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--verbose`` and ``--log-file`` to a command that runs a job in-process (``lakestack ingest``)."""
+    """Add the entry's flags to a command that runs a job in-process (``lakestack ingest``)."""
     parser.add_argument(
         "--verbose",
         action="store_true",
@@ -88,6 +123,24 @@ def add_entry_arguments(parser: argparse.ArgumentParser) -> None:
         "--log-file",
         metavar="PATH",
         help="the job log (default: a new file under the temp folder's lakestack-jobs/)",
+    )
+    add_spark_arguments(parser)
+
+
+def add_spark_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--spark-master`` and ``--spark-conf``: where a local run's Spark runs, and its settings."""
+    parser.add_argument(
+        "--spark-master",
+        metavar="URL",
+        help="Spark master for a local run, e.g. 'local-cluster[2,1,1024]' (two executor JVMs); "
+        "default local[2]; ignored under spark-submit",
+    )
+    parser.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting for a local run, e.g. spark.driver.maxResultSize=8m (repeatable)",
     )
 
 
@@ -327,4 +380,12 @@ def _flatten(message: str) -> str:
     return " ".join(lines)
 
 
-__all__ = ["EntryOptions", "add_entry_arguments", "default_log_path", "run_job", "split_entry_options"]
+__all__ = [
+    "EntryOptions",
+    "add_entry_arguments",
+    "add_spark_arguments",
+    "apply_session_options",
+    "default_log_path",
+    "run_job",
+    "split_entry_options",
+]

@@ -284,7 +284,7 @@ def make_batch_writer(
 
     With ``stages``, each batch's transfer and commit times (and the source's metrics) go to the recorder.
     """
-    from jobs.lake import DeltaRsEngine, foreach_batch_writer
+    from jobs.lake import foreach_batch_writer, spark_job_engine
     from jobs.pipelines._job import query_app_id
 
     options = table_options(settings)
@@ -299,7 +299,7 @@ def make_batch_writer(
         nonlocal writer
         if writer is None:
             writer = foreach_batch_writer(
-                DeltaRsEngine().table(settings.table, storage_options=options),
+                spark_job_engine(spark, options).table(settings.table, storage_options=options),
                 app_id=query_app_id(spark, settings.checkpoint, "ingest"),
                 prepare=to_bronze,
                 timings=timings,
@@ -355,9 +355,10 @@ def start(
     With ``stages``, every micro-batch's stage timings are recorded there (:mod:`jobs.stages`); the caller
     closes the recorder when done with the query.
     """
-    from jobs.lake import DeltaRsEngine
+    from jobs.lake import spark_job_engine
 
-    DeltaRsEngine().table(settings.table, storage_options=table_options(settings)).create(bronze_schema())
+    options = table_options(settings)
+    spark_job_engine(spark, options).table(settings.table, storage_options=options).create(bronze_schema())
     records = read_records(spark, settings)
     spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "0")
     writer = (

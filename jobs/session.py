@@ -8,11 +8,12 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jobs.errors import PrerequisiteError
+from jobs.errors import PrerequisiteError, UsageError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -46,6 +47,11 @@ _LOCAL_DEFAULTS: dict[str, str] = {
     # does-it-exist check (FileContext's no-overwrite rename is that check too on a local file system), both
     # keep Hadoop's .crc checksums. Local sessions only: a cluster's checkpoint store keeps Spark's choice.
     "spark.sql.streaming.checkpointFileManagerClass": LOCAL_CHECKPOINT_FILE_MANAGER,
+    # Delta rebuilds a table's state (its files and transactions) with a shuffle into 50 partitions by default,
+    # sized for clusters; on two cores each of those tasks is pure overhead on every commit.
+    "spark.databricks.delta.snapshotPartitions": "2",
+    # VACUUM lists a table's folders in a Spark job of this many tasks (10,000 by default): minutes here.
+    "spark.sql.sources.parallelPartitionDiscovery.parallelism": "4",
 }
 
 # The local driver JVM's collector. On 2 cores G1 (the JVM's pick from 2 CPUs up) spends native memory on its
@@ -185,6 +191,54 @@ def _worker_python(*, local: bool) -> dict[str, str]:
     }
 
 
+@dataclass(frozen=True)
+class SessionOverrides:
+    """What ``--spark-master`` and ``--spark-conf`` said on a job's command line (outside a cluster)."""
+
+    master: str | None = None
+    conf: Mapping[str, str] = field(default_factory=dict)
+
+
+_overrides = SessionOverrides()
+
+
+def set_session_overrides(overrides: SessionOverrides) -> None:
+    """Every session this process builds from now on gets ``overrides`` (the job entry's flags)."""
+    global _overrides
+    _overrides = overrides
+
+
+def parse_spark_conf(items: Sequence[str]) -> dict[str, str]:
+    """``KEY=VALUE`` items (``--spark-conf``, repeatable) as a mapping.
+
+    Raises:
+        UsageError: an item without ``=`` or with an empty key.
+    """
+    conf: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(
+                f"--spark-conf: expected KEY=VALUE (e.g. spark.driver.maxResultSize=8m), found {item!r}."
+            )
+        conf[key.strip()] = value
+    return conf
+
+
+def lake_conf(spark_version: str) -> dict[str, str]:
+    """A local session's Delta and S3 settings: the pinned jars (``spark.jars``), Delta's extension and
+    catalog, and ``s3://`` served by S3A (as EMR serves it with EMRFS).
+
+    Raises:
+        PrerequisiteError: the jars were never fetched, or one differs from the lock.
+    """
+    from jobs._jars import DELTA_SESSION_CONF, local_jars, s3a_conf
+
+    conf = {"spark.jars": ",".join(local_jars(spark_version)), **DELTA_SESSION_CONF}
+    conf |= {f"spark.hadoop.{key}": value for key, value in s3a_conf(endpoint_url=None, region=None).items()}
+    return conf
+
+
 def build_session(
     app_name: str = "lakestack",
     *,
@@ -193,17 +247,25 @@ def build_session(
 ) -> SparkSession:
     """Return a SparkSession, reusing the active one when there is one.
 
+    Outside a cluster the session runs with the pinned Delta, S3A and Kafka jars (:func:`lake_conf`), and
+    the job entry's ``--spark-master`` / ``--spark-conf`` (:func:`set_session_overrides`) apply over
+    ``master`` and ``conf``. On a cluster, spark-submit's settings stand.
+
     Args:
         app_name: Spark application name.
         master: Spark master URL. ``None`` keeps what spark-submit set, or ``local[2]`` outside a cluster.
         conf: extra Spark configuration, applied over the local defaults.
 
     Raises:
-        PrerequisiteError: outside a cluster, no Java 17+ to start Spark with.
+        PrerequisiteError: outside a cluster, no Java 17+ to start Spark with, or no verified jars.
     """
+    import pyspark
     from pyspark.sql import SparkSession
 
     cluster = on_cluster()
+    if not cluster:
+        master = _overrides.master or master
+        conf = {**lake_conf(pyspark.__version__), **(conf or {}), **_overrides.conf}
     # Python workers must run the interpreter that has the project installed (the venv), not `python3`.
     if "PYSPARK_PYTHON" not in os.environ:
         local = not cluster and (master is None or master.startswith("local"))

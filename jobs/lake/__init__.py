@@ -1,7 +1,8 @@
 """The lake layer: exactly-once Delta appends from Spark micro-batches and the table operations pipelines use.
 
-delta-rs is the engine everywhere; a JVM delta-spark engine sits behind the same interface where its
-classes load. Storage options for every table are built by ``storage_options_for``. Before a query starts,
+Two engines behind one interface: delta-spark (``JvmDeltaEngine``), which Spark jobs write with (their batch
+DataFrames written by the executors; ``spark_job_engine`` picks it), and delta-rs (``DeltaRsEngine``) for code
+with no Spark (the reconciler, reports, tools, tests that read tables) and for tables Spark cannot reach here. Storage options for every table are built by ``storage_options_for``. Before a query starts,
 ``check_table_readable`` (a source) and ``check_table_writable`` (a target) find a wrong URI, missing access
 or an unreadable log in a second, with one line naming the flag and the fix.
 """
@@ -13,7 +14,7 @@ from jobs.lake._arrow import to_arrow
 from jobs.lake._deltars import DeltaRsEngine
 from jobs.lake._jvm import Availability, JvmDeltaEngine
 from jobs.lake._preflight import check_table_readable, check_table_writable
-from jobs.lake._registry import ENGINE_NAMES, get_engine
+from jobs.lake._registry import ENGINE_NAMES, get_engine, spark_job_engine
 from jobs.lake._retry import is_transient, with_retries
 from jobs.lake._storage import redact, scoped_storage_options, storage_options_for
 from jobs.lake.engine import (
@@ -79,6 +80,7 @@ __all__ = [
     "is_transient",
     "redact",
     "scoped_storage_options",
+    "spark_job_engine",
     "storage_options_for",
     "to_arrow",
     "with_retries",

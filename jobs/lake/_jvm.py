@@ -1,8 +1,11 @@
-"""The JVM Delta engine (delta-spark), behind the same interface, used only where its classes load.
+"""The JVM Delta engine (delta-spark): what every Spark job writes its tables with.
 
-It is not covered by tests on machines without the Delta jars (no Maven here); the conformance suite runs
-against it wherever ``JvmDeltaEngine.available()`` is true. Do not mix it with delta-rs writers on one S3
-table: the JVM S3 log store does not commit with conditional puts.
+Batches arrive as DataFrames and are written by the executors (``DataFrame.write.format("delta")`` with
+Delta's idempotent ``txnAppId`` / ``txnVersion``); the driver reads only the Delta log. A ``pa.Table`` is
+accepted too (tests, small driver-side data) and becomes a one-partition DataFrame. Locally the jars come from
+``make jars`` (``jobs.session``); EMR and Synapse have Delta built in. One writer per table on S3: the default
+S3 log store is safe for one writing driver, and JVM Delta must never share an S3 table with delta-rs writers
+(they commit with conditional puts, it does not).
 """
 
 from __future__ import annotations
@@ -59,6 +62,8 @@ class JvmDeltaEngine(TableHandles):
     """
 
     name = "jvm"
+    # foreach_batch_writer hands this engine the batch DataFrame itself: its rows stay on the executors.
+    accepts_frames = True
 
     def __init__(
         self, spark: SparkSession | None = None, *, load_class: Callable[[str], object] | None = None
@@ -79,14 +84,15 @@ class JvmDeltaEngine(TableHandles):
         spark = self._session_or_none()
         if spark is None:
             return Availability(False, "no active SparkSession to load the Delta classes in")
-        load = self._load_class or (lambda name: spark._jvm.java.lang.Class.forName(name))  # type: ignore[union-attr]
+        load = self._load_class or (lambda name: _load_jvm_class(spark, name))
         try:
             load(_DELTA_CLASS)
         except Exception as error:  # py4j wraps ClassNotFoundException in Py4JJavaError
             return Availability(
                 False,
-                f"JVM class {_DELTA_CLASS} does not load ({type(error).__name__}); start Spark with "
-                "--packages io.delta:delta-spark_2.13:4.0.0 (or on EMR/Synapse, where Delta is built in)",
+                f"JVM class {_DELTA_CLASS} does not load ({type(error).__name__}); locally 'make jars' fetches "
+                "the Delta jars jobs.session.build_session starts Spark with; on EMR enable the delta-defaults "
+                "classification (Synapse has Delta built in)",
             )
         extensions = spark.conf.get("spark.sql.extensions", "") or ""
         if "DeltaSparkSessionExtension" not in extensions:
@@ -94,6 +100,18 @@ class JvmDeltaEngine(TableHandles):
                 False, "spark.sql.extensions lacks io.delta.sql.DeltaSparkSessionExtension; set it at startup"
             )
         return Availability(True, "delta-spark classes load")
+
+    def table(self, uri: str, *, storage_options: Mapping[str, str] | None = None) -> Any:
+        """A handle on the table at ``uri``; an ``s3://`` table's endpoint and region (delta-rs storage options,
+        from ``storage_options_for``) become that bucket's S3A settings in the session."""
+        settings = hadoop_settings(uri, storage_options or {})
+        if settings:
+            spark = self._session()
+            for key, value in settings.items():
+                # Session settings are copied into every Hadoop configuration Spark and Delta make (executors
+                # included); per bucket, so two tables on two endpoints do not collide.
+                spark.conf.set(key, value)
+        return super().table(uri, storage_options=storage_options)
 
     # -- helpers ---------------------------------------------------------------------------------------
 
@@ -116,24 +134,53 @@ class JvmDeltaEngine(TableHandles):
         from delta.tables import DeltaTable
 
         spark = self._session()
-        if not DeltaTable.isDeltaTable(spark, table_uri):
+        if self._snapshot(table_uri) is None:
             raise LakeTableNotFoundError.at(table_uri)
         return DeltaTable.forPath(spark, table_uri)
 
-    def _exists(self, table_uri: str) -> bool:
-        from delta.tables import DeltaTable
+    def _snapshot(self, table_uri: str) -> Any | None:
+        """The table's latest snapshot from its Delta log (a listing and the newest commits; no Spark job), or
+        None when there is no table."""
+        spark = self._session()
+        jvm: Any = spark._jvm
+        log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table_uri)
+        none = jvm.scala.Option.empty()
+        try:
+            snapshot = log.update(
+                False, none, none
+            )  # Delta 4.0: (stalenessAcceptable, sinceTs, catalogTable)
+        except Exception as error:
+            if "update" not in str(error) and "Method" not in str(error):
+                raise
+            snapshot = log.update(False, none)  # Delta 3.2 (Synapse): no catalog table argument
+        return snapshot if int(snapshot.version()) >= 0 else None
 
-        return bool(DeltaTable.isDeltaTable(self._session(), table_uri))
+    def _exists(self, table_uri: str) -> bool:
+        return self._snapshot(table_uri) is not None
 
     def _frame(self, data: pa.Table) -> DataFrame:
-        return self._session().createDataFrame(normalize_timestamps(data))
+        # Driver-side data is small by nature (tests, tools): one partition, so one file per commit.
+        return self._session().createDataFrame(normalize_timestamps(data)).coalesce(1)
+
+    def _commit_actions(self, table_uri: str, version: int) -> list[dict[str, Any]]:
+        """The actions of one commit file, read through Hadoop's file system (one small file)."""
+        spark = self._session()
+        jvm: Any = spark._jvm
+        path = jvm.org.apache.hadoop.fs.Path(f"{table_uri.rstrip('/')}/_delta_log/{version:020d}.json")
+        fs = path.getFileSystem(spark._jsparkSession.sessionState().newHadoopConf())
+        stream = fs.open(path)
+        try:
+            text = str(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+        finally:
+            stream.close()
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
 
     # -- interface -------------------------------------------------------------------------------------
 
     def append(
         self,
         ref: TableRef,
-        data: pa.Table,
+        data: pa.Table | DataFrame,
         *,
         app_id: str,
         batch_id: int,
@@ -141,17 +188,19 @@ class JvmDeltaEngine(TableHandles):
         schema_mode: SchemaMode = "strict",
         target_file_size: int | None = None,
     ) -> AppendResult:
-        """Append in one commit with Delta's own idempotent-write options (txnAppId / txnVersion)."""
+        """Append in one commit with Delta's own idempotent-write options (txnAppId / txnVersion).
+
+        ``data`` is written by the executors when it is a DataFrame. Delta skips a (app_id, batch_id) it has
+        seen, itself, from the log, so a new process replaying a batch writes nothing: whether this call
+        committed is read back from the log (the newest commit carries this transaction), as are its rows.
+        """
         table_uri = ref.uri
-        before = self.version(ref)
+        frame = self._frame(data) if isinstance(data, pa.Table) else data
+        before = self._snapshot(table_uri)
         if before is not None:
-            done = self.transaction_version(ref, app_id)
-            if done is not None and done >= batch_id:
-                return AppendResult(committed=False, table_version=before, rows=0)
-            self._check_schema(table_uri, data.schema, schema_mode)
+            self._check_schema(table_uri, _arrow_schema(frame), schema_mode)
         writer = (
-            self._frame(data)
-            .write.format("delta")
+            frame.write.format("delta")
             .mode("append")
             .option("txnAppId", app_id)
             .option("txnVersion", batch_id)
@@ -164,33 +213,39 @@ class JvmDeltaEngine(TableHandles):
         if partition_by:
             writer = writer.partitionBy(*partition_by)
         writer.save(table_uri)
-        after = self.version(ref)
+        after = self._snapshot(table_uri)
         if after is None:
             raise LakeError(
                 f"append to {table_uri} reported success but no Delta table is there; check the path."
             )
-        # Delta's txnAppId/txnVersion skip a repeated batch silently: an unchanged version means skipped.
-        committed = after != before
-        return AppendResult(committed=committed, table_version=after, rows=data.num_rows if committed else 0)
+        version = int(after.version())
+        if before is not None and version == int(before.version()):
+            return AppendResult(committed=False, table_version=version, rows=0)
+        actions = self._commit_actions(table_uri, version)
+        txn = next((a["txn"] for a in actions if "txn" in a), {})
+        if (txn.get("appId"), txn.get("version")) != (app_id, batch_id):
+            # Another writer committed in between and Delta skipped ours: one writer per table is the rule.
+            return AppendResult(committed=False, table_version=version, rows=0)
+        info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+        rows = int((info.get("operationMetrics") or {}).get("numOutputRows", 0))
+        return AppendResult(committed=True, table_version=version, rows=rows)
 
     def _check_schema(self, table_uri: str, data: pa.Schema, mode: SchemaMode) -> None:
-        existing = to_arrow(self._session().read.format("delta").load(table_uri).limit(0)).schema
+        existing = _arrow_schema(self._session().read.format("delta").load(table_uri))
         check_schema(table_uri, existing, normalize_timestamps(data.empty_table()).schema, mode)
 
     def transaction_version(self, ref: TableRef, app_id: str) -> int | None:
-        """Return the last batch id committed for ``app_id`` (from the commits' user metadata), or None."""
-        table_uri = ref.uri
-        if not self._exists(table_uri):
+        """Return the last batch id committed for ``app_id`` (Delta's own transaction record), or None."""
+        snapshot = self._snapshot(ref.uri)
+        if snapshot is None:
             return None
-        ids = [c.batch_id for c in self.commits(ref) if c.app_id == app_id and c.batch_id is not None]
-        return max(ids) if ids else None
+        found = snapshot.transactions().get(app_id)
+        return int(found.get()) if found.isDefined() else None
 
     def version(self, ref: TableRef) -> int | None:
         """Return the table's latest version, or None when there is no table at the URI."""
-        table_uri = ref.uri
-        if not self._exists(table_uri):
-            return None
-        return int(self._table(table_uri).history(1).collect()[0]["version"])
+        snapshot = self._snapshot(ref.uri)
+        return None if snapshot is None else int(snapshot.version())
 
     def commits(self, ref: TableRef) -> list[CommitRecord]:
         """Return the commit history, oldest first, with (app_id, batch_id) from the user metadata."""
@@ -228,14 +283,16 @@ class JvmDeltaEngine(TableHandles):
         spark = self._session()
         if not self._exists(table_uri):
             empty = spark.createDataFrame(normalize_timestamps(schema.empty_table()))
-            builder = (
-                DeltaTable.createIfNotExists(spark)
-                .location(table_uri)
-                .addColumns(empty.schema)
-                .property("delta.enableDeletionVectors", "false")
-            )
+            # Deletion vectors stay off (Delta's default for new tables; set for local sessions in
+            # jobs.session): they are a table feature Delta 3.2 readers (Synapse) and delta-rs' writers reject,
+            # and naming the property here would move the table to the table-features protocol (writer 7).
+            builder = DeltaTable.createIfNotExists(spark).location(table_uri).addColumns(empty.schema)
             if change_data_feed:
-                builder = builder.property("delta.enableChangeDataFeed", "true")
+                # Writer 4, CDF's legacy protocol, as delta-rs writes it: Delta 4.0 alone would pick the
+                # table-features protocol (writer 7), which older readers need not understand.
+                builder = builder.property("delta.enableChangeDataFeed", "true").property(
+                    "delta.minWriterVersion", "4"
+                )
             if partition_by:
                 builder = builder.partitionedBy(*partition_by)
             builder.execute()
@@ -286,8 +343,7 @@ class JvmDeltaEngine(TableHandles):
             merger = merger.whenMatchedUpdate(condition=newer, set=updates).whenNotMatchedInsert(
                 values=updates
             )
-        metadata = _user_metadata(app_id, batch_id)
-        with _session_settings(spark, {"spark.databricks.delta.commitInfo.userMetadata": metadata}):
+        with _session_settings(spark, _dml_settings(app_id, batch_id)):
             merger.execute()
         metrics = self._table(table_uri).history(1).collect()[0]["operationMetrics"] or {}
         return MergeResult(
@@ -318,9 +374,8 @@ class JvmDeltaEngine(TableHandles):
             done = self.transaction_version(ref, app_id)
             if done is not None and done >= batch_id:
                 return DeleteResult(committed=False, table_version=before)
-        metadata = _user_metadata(app_id, batch_id)
         spark = self._session()
-        with _session_settings(spark, {"spark.databricks.delta.commitInfo.userMetadata": metadata}):
+        with _session_settings(spark, _dml_settings(app_id, batch_id)):
             self._table(table_uri).delete(predicate)
         after = self.version(ref) or before
         if after == before:
@@ -401,7 +456,9 @@ class JvmDeltaEngine(TableHandles):
         reader = self._session().read.format("delta")
         if version is not None:
             reader = reader.option("versionAsOf", version)
-        elif timestamp is not None:
+        elif timestamp is not None and not self._after_latest_commit(table_uri, timestamp):
+            # Delta refuses an instant after its newest commit; the table as of then is its latest version
+            # (what delta-rs answers), so that read is a plain one.
             reader = reader.option(
                 "timestampAsOf", timestamp.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
             )
@@ -429,16 +486,77 @@ class JvmDeltaEngine(TableHandles):
             reader = reader.option("endingVersion", ending_version)
         return to_arrow(reader.load(table_uri))
 
+    def _after_latest_commit(self, table_uri: str, instant: datetime) -> bool:
+        snapshot = self._snapshot(table_uri)
+        if snapshot is None:
+            raise LakeTableNotFoundError.at(table_uri)
+        return instant.timestamp() * 1000 > int(snapshot.timestamp())
+
     def protocol(self, ref: TableRef) -> TableProtocol:
-        """Return minReaderVersion / minWriterVersion and table features from DESCRIBE DETAIL."""
+        """Return minReaderVersion / minWriterVersion, and the table features of a table-features protocol.
+
+        DESCRIBE DETAIL also lists the features a legacy protocol implies (``appendOnly``, ``invariants`` for
+        writer 2); those are not table features of the table's own, so they are left out as delta-rs does.
+        """
         table_uri = ref.uri
         row = self._table(table_uri).detail().collect()[0].asDict()
+        reader, writer = int(row["minReaderVersion"]), int(row["minWriterVersion"])
         features = tuple(row.get("tableFeatures") or ())
         return TableProtocol(
-            min_reader_version=int(row["minReaderVersion"]),
-            min_writer_version=int(row["minWriterVersion"]),
-            writer_features=features,
+            min_reader_version=reader,
+            min_writer_version=writer,
+            reader_features=features if reader >= 3 else (),
+            writer_features=features if writer >= 7 else (),
         )
+
+
+def hadoop_settings(table_uri: str, storage_options: Mapping[str, str]) -> dict[str, str]:
+    """The S3A settings for an ``s3://`` table's bucket from its delta-rs storage options (endpoint, path-style
+    addressing, plain HTTP, region), as session settings. Empty for any other table, or options naming none."""
+    from urllib.parse import urlparse
+
+    parsed = urlparse(table_uri)
+    if parsed.scheme.lower() not in ("s3", "s3a") or not parsed.netloc:
+        return {}
+    prefix = f"fs.s3a.bucket.{parsed.netloc}."
+    settings: dict[str, str] = {}
+    endpoint = storage_options.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        settings[prefix + "endpoint"] = endpoint
+        settings[prefix + "connection.ssl.enabled"] = str(endpoint.startswith("https://")).lower()
+    if storage_options.get("AWS_VIRTUAL_HOSTED_STYLE_REQUEST", "").lower() == "false":
+        settings[prefix + "path.style.access"] = "true"
+    region = storage_options.get("AWS_REGION")
+    if region:
+        settings[prefix + "endpoint.region"] = region
+    return settings
+
+
+def _arrow_schema(frame: DataFrame) -> pa.Schema:
+    """A DataFrame's schema in Arrow terms, without running it (no rows move)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(frame.schema)
+
+
+def _load_jvm_class(spark: SparkSession, name: str) -> object:
+    # Through the context class loader: jars given by spark.jars are not on the JVM's system class path.
+    jvm: Any = spark._jvm
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    return jvm.java.lang.Class.forName(name, True, loader)
+
+
+def _dml_settings(app_id: str | None, batch_id: int | None) -> dict[str, str | None]:
+    """Session settings that make a MERGE or DELETE carry the transaction (app_id, batch_id): in Delta's own
+    transaction record (so a replay is skipped by Delta, and ``transaction_version`` sees it) and in the
+    commit's user metadata."""
+    return {
+        "spark.databricks.delta.commitInfo.userMetadata": _user_metadata(app_id, batch_id),
+        "spark.databricks.delta.write.txnAppId": app_id if batch_id is not None else None,
+        "spark.databricks.delta.write.txnVersion": str(batch_id)
+        if app_id is not None and batch_id is not None
+        else None,
+    }
 
 
 def _user_metadata(app_id: str | None, batch_id: int | None) -> str | None:

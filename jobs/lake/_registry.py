@@ -2,12 +2,31 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
 from jobs.lake._deltars import DeltaRsEngine
 from jobs.lake._jvm import JvmDeltaEngine
 from jobs.lake.engine import LakeEngine
 from jobs.lake.errors import EngineUnavailableError, LakeError
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 ENGINE_NAMES = ("delta-rs", "jvm")
+
+
+def spark_job_engine(spark: SparkSession, storage_options: Mapping[str, str]) -> LakeEngine:
+    """The engine a Spark job writes a table with (``storage_options`` from ``storage_options_for``):
+    delta-spark, its rows written by the executors.
+
+    The one exception is a table on the Azurite emulator (its options say ``AZURE_STORAGE_USE_EMULATOR``):
+    Azurite has no ADLS Gen2 (dfs) endpoint, so no Hadoop Azure file system reaches it, and delta-rs (through
+    Azurite's blob endpoint) writes it from the driver. On Synapse, ``abfss://`` is delta-spark's.
+    """
+    if str(storage_options.get("AZURE_STORAGE_USE_EMULATOR", "")).lower() == "true":
+        return DeltaRsEngine()
+    return JvmDeltaEngine(spark)
 
 
 def get_engine(name: str = "delta-rs") -> LakeEngine:

@@ -32,10 +32,14 @@ def foreach_batch_writer(
     """Return a function for ``writeStream.foreachBatch(...)`` that appends each batch exactly once.
 
     Spark's checkpoint commit comes after ``foreachBatch`` returns, so after a crash Spark replays the
-    last batch with the same id. The writer skips a batch whose id is at or below the table's transaction
-    version for ``app_id``; otherwise it moves the batch to Arrow (:func:`jobs.lake.to_arrow`: ``toArrow`` on
-    Spark 4.0, its 3.5 equivalent on Synapse) and appends it
-    in one commit that carries the transaction ``(app_id, batch_id)``.
+    last batch with the same id. Every batch is one commit carrying the transaction ``(app_id, batch_id)``,
+    and a batch at or below the table's transaction version for ``app_id`` is skipped:
+
+    - with the JVM engine (delta-spark, what every Spark job writes with), the batch DataFrame itself is
+      written by the executors, and Delta skips a seen transaction on its own from the log; nothing of the
+      batch comes to the driver;
+    - with delta-rs (tables Spark cannot reach here: Azurite), the writer looks the transaction up, moves the
+      batch to Arrow on the driver (:func:`jobs.lake.to_arrow`) and appends it.
 
     Empty batches are committed too (a commit with the transaction and no files): an available-now run
     then always leaves a commit behind, and ``commits()`` shows every batch the query ran.
@@ -52,12 +56,24 @@ def foreach_batch_writer(
         target_file_size: target Parquet file size in bytes (None: the engine's default).
         retry: retry policy for transient storage errors.
         timings: optional ``(batch_id, timings)`` callback after each batch: ``transfer_s`` (the batch into
-            Arrow, ``prepare`` included), ``commit_s`` (transaction lookup and append), ``total_s``,
+            Arrow, ``prepare`` included; 0 with the JVM engine, where no rows move to the driver), ``commit_s``
+            (transaction lookup and append; with the JVM engine the executors' write and the commit), ``total_s``,
             ``committed_at`` (epoch seconds the commit returned), ``rows``, ``committed``. Stage timings
             (:mod:`jobs.stages`) are built from it.
     """
     policy = retry or LAKE_RETRY
     table_uri = table.uri
+    if getattr(table.engine, "accepts_frames", False):
+        return _frame_writer(
+            table,
+            app_id=app_id,
+            partition_by=partition_by,
+            prepare=prepare,
+            schema_mode=schema_mode,
+            target_file_size=target_file_size,
+            policy=policy,
+            timings=timings,
+        )
 
     def write_batch(batch_df: DataFrame, batch_id: int) -> None:
         started = time.perf_counter()
@@ -116,6 +132,62 @@ def foreach_batch_writer(
             result.table_version,
             "committed" if result.committed else "skipped: already committed",
             time.perf_counter() - started,
+        )
+
+    return write_batch
+
+
+def _frame_writer(
+    table: LakeTable,
+    *,
+    app_id: str,
+    partition_by: Sequence[str] | None,
+    prepare: Callable[[DataFrame, int], DataFrame] | None,
+    schema_mode: SchemaMode,
+    target_file_size: int | None,
+    policy: RetryPolicy,
+    timings: Callable[[int, dict[str, Any]], None] | None,
+) -> Callable[[DataFrame, int], None]:
+    """The writer for an engine that takes DataFrames: the executors write, the driver commits the log."""
+    table_uri = table.uri
+
+    def write_batch(batch_df: DataFrame, batch_id: int) -> None:
+        started = time.perf_counter()
+        frame = prepare(batch_df, batch_id) if prepare is not None else batch_df
+
+        def attempt() -> AppendResult:
+            return table.append(
+                frame,
+                app_id=app_id,
+                batch_id=batch_id,
+                partition_by=partition_by,
+                schema_mode=schema_mode,
+                target_file_size=target_file_size,
+            )
+
+        result = with_retries(attempt, what=f"append of batch {batch_id} to {table_uri}", policy=policy)
+        finished = time.perf_counter()
+        if timings is not None:
+            measured: dict[str, Any] = {"total_s": finished - started, "rows": result.rows}
+            if result.committed:
+                measured |= {
+                    "transfer_s": 0.0,
+                    "commit_s": finished - started,
+                    "committed_at": time.time(),
+                    "committed": True,
+                }
+            else:
+                measured["committed"] = False
+            timings(batch_id, measured)
+        log.info(
+            "lake %s app=%s batch=%d rows=%d version=%d %s in %.3fs",
+            table_uri,
+            app_id,
+            batch_id,
+            result.rows,
+            result.table_version,
+            "committed" if result.committed else "skipped: already committed",
+            finished - started,
         )
 
     return write_batch

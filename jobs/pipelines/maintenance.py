@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -24,7 +25,16 @@ from jobs._options import parse_duration, parse_size
 from jobs._retry import RetryPolicy
 from jobs._run import stop_on_signals
 from jobs.errors import JobError, SettingsError
-from jobs.lake import LakeTable, LakeTableNotFoundError, get_engine, scoped_storage_options, with_retries
+from jobs.lake import (
+    LakeTable,
+    LakeTableNotFoundError,
+    scoped_storage_options,
+    spark_job_engine,
+    with_retries,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -305,16 +315,28 @@ class Schedule:
 class MaintenanceRunner:
     """Runs maintenance on a schedule until ``max_runs`` or until ``stop`` is set."""
 
-    def __init__(self, settings: MaintenanceSettings, *, retry: RetryPolicy | None = None) -> None:
+    def __init__(
+        self,
+        settings: MaintenanceSettings,
+        *,
+        spark: SparkSession | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        """``spark``: the session to run OPTIMIZE / VACUUM / checkpoints in (default: the active one, or a new
+        one); delta-spark does the work on the executors, except on tables Spark cannot reach here (Azurite)."""
         self.settings = settings
-        engine = get_engine()
-        self.tables = {
-            uri: engine.table(uri, storage_options=settings.options_for(uri)) for uri in settings.tables
-        }
-        lake = settings.record_lake
-        self.journal = engine.table(
-            f"{lake.rstrip('/')}/{MAINTENANCE_TABLE}", storage_options=settings.options_for(lake)
-        )
+        if spark is None:
+            from jobs.session import build_session
+
+            spark = build_session("lakestack-maintenance")
+
+        def table(uri: str) -> LakeTable:
+            options = settings.options_for(uri)
+            return spark_job_engine(spark, options).table(uri, storage_options=options)
+
+        self.tables = {uri: table(uri) for uri in settings.tables}
+        # The run's records are a few rows per table: the one write of driver-side rows this job makes.
+        self.journal = table(f"{settings.record_lake.rstrip('/')}/{MAINTENANCE_TABLE}")
         self.app_id = f"lakestack-maintenance-{uuid.uuid4()}"
         self.records: list[MaintenanceRecord] = []
         self._retry = retry

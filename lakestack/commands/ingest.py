@@ -11,12 +11,16 @@ from lakestack.prerequisites import check_java
 def _run(args: argparse.Namespace) -> int:
     check_java(os.environ)
     from jobs import ingest
-    from jobs.entry import run_job
+    from jobs.entry import EntryOptions, apply_session_options, run_job
+
+    def body() -> int:
+        apply_session_options(EntryOptions(spark_master=args.spark_master, spark_conf=tuple(args.spark_conf)))
+        return ingest.run(ingest.settings_from_args(args))
 
     # The job's own runner: one line per error with its exit status, Spark's output in the job log.
     return run_job(
         "ingest",
-        lambda: ingest.run(ingest.settings_from_args(args)),
+        body,
         prog="lakestack ingest",
         verbose=args.verbose,
         log_file=args.log_file,
