@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -70,6 +70,10 @@ class DemoSettings:
     # seconds, peaking at ``users`` and at most ``rate`` events/s, instead of sending ``events`` events.
     duration_s: float | None = None
     shape: str | None = None
+    # Where the pipelines' Spark runs (None: local[2]) and settings over the defaults: every job of the run
+    # shares this one session, as `--spark-master` / `--spark-conf` give each job run alone.
+    spark_master: str | None = None
+    spark_conf: Mapping[str, str] = field(default_factory=dict)
 
     def load_summary(self, scenarios: Sequence[str]) -> str:
         """What the load step sends, in words."""
@@ -278,8 +282,11 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
         from jobs.session import build_session
 
         names = ", ".join(p.name for p in self.pipelines)
-        self.show.step(f"starting Spark (local mode) and the pipelines: {names}")
-        spark = build_session("lakestack-demo")
+        where = self.settings.spark_master or "local mode"
+        self.show.step(f"starting Spark ({where}) and the pipelines: {names}")
+        spark = build_session(
+            "lakestack-demo", master=self.settings.spark_master, conf=self.settings.spark_conf
+        )
         self._spark = spark
         spark.conf.set("spark.sql.streaming.stopTimeout", _QUERY_STOP_TIMEOUT)
 

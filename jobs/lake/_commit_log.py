@@ -30,7 +30,19 @@ def commit_metadata(app_id: str, batch_id: int) -> dict[str, str]:
 
 def commit_record(version: int, timestamp: datetime, operation: str, metadata: Mapping) -> CommitRecord:
     """Build a ``CommitRecord``, taking (app_id, batch_id) from the keys the lake writes with each commit,
-    and the file counts from the keys :func:`commit_infos` adds (absent: None)."""
+    and the file counts from the keys :func:`commit_infos` adds (absent: None).
+
+    delta-rs keeps the keys in the commitInfo itself; delta-spark has one ``userMetadata`` string, where the
+    JVM engine writes them as JSON: either is read, so each engine's commits are told apart by the other.
+    """
+    user = metadata.get("userMetadata")
+    if APP_ID_KEY not in metadata and isinstance(user, str) and user.startswith("{"):
+        try:
+            found = json.loads(user)
+        except ValueError:
+            found = None
+        if isinstance(found, dict):
+            metadata = {**found, **metadata}
     batch = metadata.get(BATCH_ID_KEY)
     return CommitRecord(
         version=version,

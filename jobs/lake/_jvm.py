@@ -428,16 +428,20 @@ class JvmDeltaEngine(TableHandles):
         full: bool = False,
         dry_run: bool = False,
     ) -> list[str]:
-        """VACUUM; Spark's vacuum always covers untracked files, so ``full`` changes nothing here."""
+        """VACUUM, returning the files it deleted (listed by a DRY RUN just before, under the same retention);
+        Spark's vacuum always covers untracked files, so ``full`` changes nothing here."""
         table_uri = ref.uri
         del full
         spark = self._session()
         check = "false" if retention_hours < DEFAULT_RETENTION_HOURS else None
-        dry = " DRY RUN" if dry_run else ""
         path = quote_identifier(table_uri, quote="`")
+        statement = f"VACUUM delta.{path} RETAIN {int(retention_hours)} HOURS"
         with _session_settings(spark, {"spark.databricks.delta.retentionDurationCheck.enabled": check}):
-            rows = spark.sql(f"VACUUM delta.{path} RETAIN {int(retention_hours)} HOURS{dry}").collect()
-        return [str(r[0]) for r in rows] if dry_run else []
+            # The list is file paths only (no rows of the table): what a person reads in the maintenance log.
+            listed = [str(r[0]) for r in spark.sql(f"{statement} DRY RUN").collect()]
+            if not dry_run and listed:
+                spark.sql(statement).collect()
+        return listed
 
     def read(
         self,

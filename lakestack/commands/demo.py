@@ -6,6 +6,8 @@ import argparse
 import os
 from pathlib import Path
 
+from jobs.entry import add_spark_arguments
+from jobs.session import parse_spark_conf
 from lakestack.commands._types import add_fault_arguments, pipeline_names, positive_float, positive_int
 from lakestack.demo_pipelines import PIPELINES
 from lakestack.prerequisites import check_java
@@ -40,6 +42,8 @@ def _run(args: argparse.Namespace) -> int:
         faults=args.faults,
         faults_seed=args.faults_seed,
         cloud=args.cloud,
+        spark_master=args.spark_master,
+        spark_conf=parse_spark_conf(args.spark_conf),
     )
     if args.sweep:
         from lakestack.rate_sweep import sustainable_rate
@@ -133,6 +137,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="how long each rate of --sweep is sent (default: %(default)s)",
     )
     add_fault_arguments(parser)
+    add_spark_arguments(parser)
     parser.add_argument(
         "--json", action="store_true", help="also print the report as one JSON line, last on stdout"
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from orders_scenarios import as_expected, at_t0, scenario
 
 from jobs.__main__ import main as jobs_main
 from jobs.errors import SettingsError
-from jobs.lake import DeltaRsEngine, RetryPolicy
+from jobs.lake import DeltaRsEngine, JvmDeltaEngine, RetryPolicy
 from jobs.pipelines import maintenance
 from jobs.pipelines._orders_tables import CowWriter, OrdersTables, read_snapshot
 from jobs.pipelines.maintenance import MaintenanceRunner, MaintenanceSettings, Schedule
@@ -21,8 +22,8 @@ from jobs.pipelines.maintenance import MaintenanceRunner, MaintenanceSettings, S
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 
-def small_files(uri: str, batches: int, rows: int = 50, *, first: int = 0) -> None:
-    table = DeltaRsEngine().table(uri)
+def small_files(uri: str, batches: int, rows: int = 50, *, first: int = 0, engine=None) -> None:
+    table = (engine or DeltaRsEngine()).table(uri)
     for batch in range(first, first + batches):
         ids = range(batch * rows, (batch + 1) * rows)
         table.append(
@@ -158,19 +159,23 @@ def test_z_order(tmp_path):
     runner = MaintenanceRunner(MaintenanceSettings(tables=(uri,), z_order=("id",), checkpoint_log=False))
     runner.run(threading.Event())
     assert [(r.operations, r.files_before, r.files_after) for r in runner.records] == [("z-order", 4, 1)]
-    assert DeltaRsEngine().table(uri).read().column("id").to_pylist() == list(range(200))
+    # delta-spark orders files along the Z-curve, not the rows inside one file: every row is still there once.
+    assert sorted(DeltaRsEngine().table(uri).read().column("id").to_pylist()) == list(range(200))
+    assert DeltaRsEngine().table(uri).commits()[-1].operation == "OPTIMIZE"
 
 
-def test_every_n_commits_beside_a_running_appender(tmp_path):
+def test_every_n_commits_beside_a_running_appender(spark, tmp_path):
+    # The appender is a Spark job's, as beside a real stream: one Delta writer kind per table.
+    jvm = JvmDeltaEngine(spark)
     uri = str(tmp_path / "events")
-    small_files(uri, 1)
+    small_files(uri, 1, engine=jvm)
     stop, errors = threading.Event(), []
 
     def append_until_stopped() -> None:
         batch = 1
         try:
             while not stop.is_set() and batch < 200:
-                small_files(uri, 1, rows=5, first=batch)
+                small_files(uri, 1, rows=5, first=batch, engine=jvm)
                 batch += 1
         except BaseException as error:  # surfaced by the assertion below
             errors.append(error)
@@ -206,11 +211,14 @@ def test_compaction_beside_a_merging_stream_loses_nothing(tmp_path):
         clock=at_t0,
         retry=RetryPolicy(max_attempts=30, base_delay_s=0.01, max_delay_s=0.2),
     )
-    stop, errors = threading.Event(), []
+    stop, errors, first_run = threading.Event(), [], threading.Event()
 
     def stream() -> None:
         try:
             for batch_id, batch in enumerate(batches):
+                if batch_id == len(batches) // 2:
+                    # Half the batches, then the rest once a compaction has run: it rewrites under the MERGEs.
+                    first_run.wait(timeout=120)
                 writer.write(batch, batch_id)
         except BaseException as error:  # surfaced by the assertion below
             errors.append(error)
@@ -228,8 +236,18 @@ def test_compaction_beside_a_merging_stream_loses_nothing(tmp_path):
         ),
         retry=RetryPolicy(max_attempts=30, base_delay_s=0.01, max_delay_s=0.2),
     )
+    def watch() -> None:
+        deadline = time.monotonic() + 120
+        while not runner.records and not stop.is_set() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        first_run.set()
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
     runner.run(stop)
     thread.join(timeout=120)
+    first_run.set()
+    watcher.join(timeout=1)
     assert errors == []
     assert [r.error for r in runner.records if r.error] == []
     assert len(runner.records) >= 2

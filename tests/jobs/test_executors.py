@@ -1,0 +1,173 @@
+"""Executors do the lake I/O: ingest under ``local-cluster`` (two executor JVMs) with an 8 MB driver result limit.
+
+A batch collected to the driver (the old design) fails such a query: the backlog here is over 100 MB. Each run
+is a child process, as a cluster runs the job: ``python -m jobs ingest`` with the entry's Spark flags, and the
+same through ``spark-submit`` (how EMR starts it, Delta given as EMR's delta-defaults give it). A third run
+kills one executor JVM mid-batch: Spark retries the batch's tasks elsewhere, and nothing is lost or doubled.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import boto3
+import psutil
+import pytest
+from deltalake import DeltaTable
+
+from jobs.lake import storage_options_for
+from jobs.session import LOCAL_GC
+
+pytestmark = pytest.mark.slow
+
+REGION = "us-east-1"
+RECORD_BYTES = 40_000
+RECORDS = 2_600  # 104 MB of payload
+MASTER = "local-cluster[2,1,1024]"
+RESULT_LIMIT = "spark.driver.maxResultSize=8m"
+
+
+def _backlog(endpoint: str, name: str) -> dict[str, int]:
+    """A stream holding RECORDS records of RECORD_BYTES each, and a bucket; returns each payload's first 8 bytes
+    (a record number) -> its number."""
+    kinesis = boto3.client("kinesis", endpoint_url=endpoint, region_name=REGION)
+    kinesis.create_stream(StreamName=name, StreamModeDetails={"StreamMode": "ON_DEMAND"})
+    boto3.client("s3", endpoint_url=endpoint, region_name=REGION).create_bucket(Bucket=name)
+    for start in range(0, RECORDS, 100):
+        entries = [
+            {"Data": f"{n:08d}".encode() + bytes(RECORD_BYTES - 8), "PartitionKey": f"k{n}"}
+            for n in range(start, min(start + 100, RECORDS))
+        ]
+        reply = kinesis.put_records(StreamName=name, Records=entries)
+        assert reply["FailedRecordCount"] == 0
+    return {f"{n:08d}": n for n in range(RECORDS)}
+
+
+def _job_args(endpoint: str, name: str, checkpoint: Path) -> list[str]:
+    return [
+        "ingest",
+        "--stream", name,
+        "--region", REGION,
+        "--endpoint-url", endpoint,
+        "--table", f"s3://{name}/bronze",
+        "--checkpoint", str(checkpoint),
+        "--trigger", "available-now",
+        "--max-records-per-shard", "400",
+    ]  # fmt: skip
+
+
+def _environment(tmp_path: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYSPARK_PYTHON"] = sys.executable
+    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    env["TMPDIR"] = str(tmp_path)
+    return env
+
+
+def _landed(endpoint: str, name: str) -> tuple[list[int], list[dict]]:
+    uri = f"s3://{name}/bronze"
+    table = DeltaTable(uri, storage_options=storage_options_for(uri, endpoint_url=endpoint, region=REGION))
+    data = table.to_pyarrow_table(columns=["data"]).column("data").to_pylist()
+    return sorted(int(payload[:8]) for payload in data), table.history()
+
+
+def _assert_exactly_once_by_delta_spark(endpoint: str, name: str) -> None:
+    numbers, history = _landed(endpoint, name)
+    assert len(numbers) == RECORDS
+    assert numbers == list(range(RECORDS))
+    writes = [c for c in history if c.get("operation") == "WRITE"]
+    assert writes
+    assert all("Delta-Lake/" in str(c.get("engineInfo")) for c in writes)
+
+
+def _run(command: list[str], env: dict[str, str], log: Path, *, timeout: float = 420) -> None:
+    with log.open("wb") as out:
+        done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=timeout)
+    assert done.returncode == 0, f"{command[:4]} exited {done.returncode}: {log.read_text()[-3000:]}"
+
+
+def test_ingest_on_executors_under_an_8mb_result_limit(moto_endpoint, unique_name, tmp_path):
+    _backlog(moto_endpoint, unique_name)
+    command = [
+        sys.executable, "-m", "jobs", *_job_args(moto_endpoint, unique_name, tmp_path / "chk"),
+        "--spark-master", MASTER, "--spark-conf", RESULT_LIMIT, "--log-file", str(tmp_path / "job.log"),
+    ]  # fmt: skip
+    _run(command, _environment(tmp_path), tmp_path / "out.log")
+    _assert_exactly_once_by_delta_spark(moto_endpoint, unique_name)
+
+
+def test_ingest_through_spark_submit_as_a_cluster_runs_it(moto_endpoint, unique_name, tmp_path):
+    import pyspark
+
+    from jobs._jars import DELTA_SESSION_CONF, local_jars
+
+    _backlog(moto_endpoint, unique_name)
+    submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    conf = {
+        **DELTA_SESSION_CONF,
+        "spark.driver.maxResultSize": "8m",
+        "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+        "spark.driver.extraJavaOptions": LOCAL_GC,
+        "spark.sql.shuffle.partitions": "4",
+        "spark.databricks.delta.snapshotPartitions": "2",
+    }
+    command = [
+        str(submit), "--master", MASTER, "--jars", ",".join(local_jars(pyspark.__version__)),
+        *[arg for key, value in conf.items() for arg in ("--conf", f"{key}={value}")],
+        str(Path(__file__).resolve().parents[2] / "jobs" / "__main__.py"),
+        *_job_args(moto_endpoint, unique_name, tmp_path / "chk"),
+    ]  # fmt: skip
+    env = _environment(tmp_path)
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    _run(command, env, tmp_path / "out.log")
+    _assert_exactly_once_by_delta_spark(moto_endpoint, unique_name)
+
+
+def _executors(driver: psutil.Process) -> list[psutil.Process]:
+    found = []
+    for child in driver.children(recursive=True):
+        try:
+            if any("CoarseGrainedExecutorBackend" in part for part in child.cmdline()):
+                found.append(child)
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def _parquet_written(endpoint: str, name: str) -> bool:
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name=REGION)
+    listed = s3.list_objects_v2(Bucket=name, Prefix="bronze/part-")
+    return bool(listed.get("KeyCount"))
+
+
+def test_an_executor_killed_mid_batch_loses_and_doubles_nothing(moto_endpoint, unique_name, tmp_path):
+    _backlog(moto_endpoint, unique_name)
+    command = [
+        sys.executable, "-m", "jobs", *_job_args(moto_endpoint, unique_name, tmp_path / "chk"),
+        "--spark-master", MASTER, "--spark-conf", RESULT_LIMIT, "--log-file", str(tmp_path / "job.log"),
+    ]  # fmt: skip
+    out = (tmp_path / "out.log").open("wb")
+    child = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=_environment(tmp_path))
+    killed = None
+    try:
+        deadline = time.monotonic() + 300
+        while killed is None and time.monotonic() < deadline and child.poll() is None:
+            executors = _executors(psutil.Process(child.pid))
+            if len(executors) == 2 and _parquet_written(moto_endpoint, unique_name):
+                killed = executors[0]
+                os.kill(killed.pid, signal.SIGKILL)
+            time.sleep(0.2)
+        assert killed is not None, (
+            f"no executor was killed mid-batch: {(tmp_path / 'job.log').read_text()[-2000:]}"
+        )
+        assert child.wait(timeout=420) == 0, (tmp_path / "job.log").read_text()[-3000:]
+    finally:
+        if child.poll() is None:
+            child.kill()
+        out.close()
+    _assert_exactly_once_by_delta_spark(moto_endpoint, unique_name)
