@@ -53,8 +53,10 @@ PRIMARY_VOLUME_GB = 32
 CORE_VOLUME_GB = 64
 # A cluster-mode driver is the YARN application master; it gets exactly this much, pinned on the step
 # (spark.driver.memory and spark.driver.memoryOverhead), so it always fits in the room the sizing reserves.
-# Each micro-batch passes through the driver (Arrow to delta-rs), in its Python process: hence the overhead as
-# large as the heap.
+# The ingest job's rows no longer pass through the driver (delta-spark writes from the executors), but the
+# overhead stays as large as the heap while two things still hold record bytes on the driver host: the Kinesis
+# planner's Python process reads each batch's records there, and sales, fraud and orders still write through
+# delta-rs in the driver's Python process. Both move to the executors next; then this shrinks.
 DRIVER_HEAP_MB = 1024
 DRIVER_OVERHEAD_MB = 1024
 DRIVER_CONTAINER_MB = DRIVER_HEAP_MB + DRIVER_OVERHEAD_MB

@@ -72,6 +72,9 @@ def job_spark_conf(sizing: Sizing, *, parallelism: int, max_workers: int) -> dic
         "spark.dynamicAllocation.minExecutors": str(sizing.workers),
         "spark.dynamicAllocation.initialExecutors": str(sizing.workers),
         "spark.dynamicAllocation.maxExecutors": str(max_workers),
+        # Delta's extension and catalog (the delta-defaults classification puts its jars on the class path).
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.sql.shuffle.partitions": str(parallelism),
         "spark.default.parallelism": str(parallelism),
         # The packed environment is built for this interpreter; the release ships others too.

@@ -160,7 +160,7 @@ class JvmDeltaEngine(TableHandles):
 
     def _frame(self, data: pa.Table) -> DataFrame:
         # Driver-side data is small by nature (tests, tools): one partition, so one file per commit.
-        return self._session().createDataFrame(normalize_timestamps(data)).coalesce(1)
+        return driver_frame(self._session(), data).coalesce(1)
 
     def _commit_actions(self, table_uri: str, version: int) -> list[dict[str, Any]]:
         """The actions of one commit file, read through Hadoop's file system (one small file)."""
@@ -282,7 +282,7 @@ class JvmDeltaEngine(TableHandles):
 
         spark = self._session()
         if not self._exists(table_uri):
-            empty = spark.createDataFrame(normalize_timestamps(schema.empty_table()))
+            empty = driver_frame(spark, schema.empty_table())
             # Deletion vectors stay off (Delta's default for new tables; set for local sessions in
             # jobs.session): they are a table feature Delta 3.2 readers (Synapse) and delta-rs' writers reject,
             # and naming the property here would move the table to the table-features protocol (writer 7).
@@ -331,7 +331,7 @@ class JvmDeltaEngine(TableHandles):
         on = " AND ".join(f"{col('t', k)} = {col('s', k)}" for k in keys)
         newer = f"{col('s', precombine)} >= {col('t', precombine)}"
         updates = {quote_identifier(c, quote="`"): col("s", c) for c in columns}
-        merger = self._table(table_uri).alias("t").merge(spark.createDataFrame(source).alias("s"), on)
+        merger = self._table(table_uri).alias("t").merge(driver_frame(spark, source).alias("s"), on)
         if delete_column:
             flag = col("s", delete_column)
             merger = (
@@ -512,6 +512,21 @@ class JvmDeltaEngine(TableHandles):
             reader_features=features if reader >= 3 else (),
             writer_features=features if writer >= 7 else (),
         )
+
+
+def driver_frame(spark: SparkSession, data: pa.Table) -> DataFrame:
+    """A DataFrame of driver-side Arrow data (tests, tools, a few records): Spark 4.0 takes the Arrow table,
+    Spark 3.5 (Synapse) takes it through pandas with the schema spelled out."""
+    data = normalize_timestamps(data)
+    if _spark_major(spark) >= 4:
+        return spark.createDataFrame(data)
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return spark.createDataFrame(data.to_pandas(), schema=from_arrow_schema(data.schema))
+
+
+def _spark_major(spark: SparkSession) -> int:
+    return int(spark.version.split(".")[0])
 
 
 def hadoop_settings(table_uri: str, storage_options: Mapping[str, str]) -> dict[str, str]:

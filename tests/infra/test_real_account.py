@@ -113,6 +113,16 @@ def test_every_step_pins_the_interpreter_and_the_driver_to_what_the_sizing_reser
     }
 
 
+def test_every_step_runs_with_emr_delta_session_settings(dev):
+    conf = dict(
+        arg.split("=", 1)
+        for flag, arg in zip(step_of(dev)["args"], step_of(dev)["args"][1:])
+        if flag == "--conf"
+    )
+    assert conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
+    assert conf["spark.sql.catalog.spark_catalog"] == "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+
+
 def test_the_step_is_named_as_the_yarn_application_the_provider_stops(dev):
     step = step_of(dev)
     assert step["step_name"] == "lakestack-ingest"
@@ -123,6 +133,7 @@ def test_configurations_json_holds_only_what_no_setting_changes(dev):
     assert json.loads(cluster_of(dev).inputs["configurationsJson"]) == [
         {"Classification": "spark", "Properties": {"maximizeResourceAllocation": "false"}},
         {"Classification": "spark-defaults", "Properties": {"spark.sql.session.timeZone": "UTC"}},
+        {"Classification": "delta-defaults", "Properties": {"delta.enabled": "true"}},
     ]
 
 

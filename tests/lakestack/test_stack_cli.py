@@ -38,6 +38,7 @@ def test_plan_json_for_the_dev_stack(capsys):
         "shards": None,
         "hourly_cost_usd": 0.8437,
     }
+    assert (plan["driver_memory_mb"], plan["driver_memory_overhead_mb"]) == (1024, 1024)
     assert plan["prices_as_of"] == "2025-06-01"
     assert plan["usd_per_gb"] == 0.165
     assert plan["pipelines"] == ["ingest"]
@@ -47,6 +48,16 @@ def test_plan_json_for_the_dev_stack(capsys):
     assert sorted(plan["security"]) == ["deviations", "encryption", "identities", "logging", "network"]
     assert plan["security"]["deviations"] == []
     assert "the VPC's default security group has no rules" in plan["security"]["network"]
+
+
+def test_plan_text_says_what_the_driver_and_each_executor_hold(capsys):
+    assert run_cli(["plan", "--stack", "dev"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    driver = next(line for line in lines if line.startswith("  driver  :"))
+    executor = next(line for line in lines if line.startswith("  executor:"))
+    assert driver.startswith("  driver  : 1024 MB heap + 1024 MB off-heap per pipeline: stream offsets")
+    assert "ingest's rows never reach it" in driver
+    assert executor.startswith("  executor: 9 GB, 4 cores: the rows")
 
 
 def test_plan_text_names_a_switched_off_control_as_a_deviation(tmp_path: Path, capsys, monkeypatch):

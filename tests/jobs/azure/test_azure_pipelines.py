@@ -27,7 +27,7 @@ from deltalake import DeltaTable, write_deltalake
 from jobs.ingest import BRONZE_COLUMNS, bronze_schema
 from jobs.pipelines import fraud, orders, sales
 from jobs.pipelines._job import JobSettings, run_until_done
-from jobs.sources import DeltaStreamOptions, SourceSettingsError, read_delta_stream
+from jobs.sources import DeltaStreamOptions, read_delta_stream
 from jobs.sources._delta_spark import read_spark_delta_stream, spark_has_delta_source, with_commit_columns
 
 SPARK_35 = os.environ.get("LAKESTACK_EXPECT_SPARK") == "3.5"
@@ -141,15 +141,13 @@ def test_spark_delta_rows_have_the_python_sources_columns(spark, tmp_path):
     moved = with_commit_columns(feed, change_feed=True)
     assert moved.columns == ["id", "_commit_version", "_commit_timestamp", "_change_type"]
     assert [tuple(r) for r in moved.collect()] == [(1, 4, T0.replace(tzinfo=None), "insert")]
-    # No Delta jar here: auto never picks Spark's reader, and asking for it says why it cannot run.
-    assert spark_has_delta_source(spark) is False
-    with pytest.raises(SourceSettingsError, match="--delta-reader spark: Spark's Delta source"):
-        read_delta_stream(spark, bronze.uri, reader="spark")
-    if SPARK_35:
-        with pytest.raises(SourceSettingsError, match="no Delta reader can run here"):
-            read_delta_stream(spark, bronze.uri)
-    else:
-        python = read_delta_stream(spark, bronze.uri)
+    # The pinned Delta jars are in every local session (both Spark lines): auto picks Spark's own reader,
+    # which gives the same columns as the Python source.
+    assert spark_has_delta_source(spark) is True
+    chosen = read_delta_stream(spark, bronze.uri)
+    assert [(f.name, f.dataType.simpleString()) for f in chosen.schema.fields] == STREAM_COLUMNS
+    if not SPARK_35:
+        python = read_delta_stream(spark, bronze.uri, reader="python")
         assert [(f.name, f.dataType.simpleString()) for f in python.schema.fields] == STREAM_COLUMNS
 
 

@@ -236,6 +236,7 @@ def test_compaction_beside_a_merging_stream_loses_nothing(tmp_path):
         ),
         retry=RetryPolicy(max_attempts=30, base_delay_s=0.01, max_delay_s=0.2),
     )
+
     def watch() -> None:
         deadline = time.monotonic() + 120
         while not runner.records and not stop.is_set() and time.monotonic() < deadline:
