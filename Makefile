@@ -48,10 +48,13 @@ mvn:
 	  echo "error: Maven ('mvn') is needed once, to fetch Spark's Delta, S3 and Kafka jars from Maven Central, and was not found." >&2; \
 	  echo "       install it: 'sudo apt-get install maven' (Debian/Ubuntu) or 'brew install maven' (macOS), then run this command again." >&2; exit 2; }
 
-$(JARS40): jars/pom.xml jars/spark40.sha256 jars/fetch.py $(STAMP) | mvn
+# Maven is asked only when the jars are missing or their pins changed (jars/fetch.py names a missing mvn too).
+$(JARS40): jars/pom.xml jars/spark40.sha256 jars/fetch.py $(STAMP)
+	@$(MAKE) --no-print-directory mvn
 	$(BIN)/python jars/fetch.py --line spark40 --python $(BIN)/python
 
-$(JARS35): jars/pom.xml jars/spark35.sha256 jars/fetch.py $(STAMP35) | mvn
+$(JARS35): jars/pom.xml jars/spark35.sha256 jars/fetch.py $(STAMP35)
+	@$(MAKE) --no-print-directory mvn
 	$(VENV35)/bin/python jars/fetch.py --line spark35 --python $(VENV35)/bin/python
 
 jars: $(JARS40)
@@ -118,7 +121,7 @@ lock: $(STAMP)
 	$(BIN)/uv pip compile requirements-spark35.in --universal --python-version 3.11 -o requirements-spark35.lock
 
 # Re-record the jars' SHA-256s (jars/<line>.sha256) from what Maven gives for jars/pom.xml.
-lock-jars: $(STAMP) $(STAMP35) | mvn
+lock-jars: $(STAMP) $(STAMP35) mvn
 	$(BIN)/python jars/fetch.py --line spark40 --python $(BIN)/python --lock
 	$(VENV35)/bin/python jars/fetch.py --line spark35 --python $(VENV35)/bin/python --lock
 

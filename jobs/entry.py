@@ -88,8 +88,8 @@ def split_entry_options(argv: Sequence[str]) -> tuple[EntryOptions, list[str]]:
             rest.append(arg)
     options = EntryOptions(
         verbose=verbose,
-        log_file=(values["--log-file"] or [None])[-1],
-        spark_master=(values["--spark-master"] or [None])[-1],
+        log_file=values["--log-file"][-1] if values["--log-file"] else None,
+        spark_master=values["--spark-master"][-1] if values["--spark-master"] else None,
         spark_conf=tuple(values["--spark-conf"]),
     )
     return options, rest

@@ -14,7 +14,7 @@ from jobs.lake._arrow import to_arrow
 from jobs.lake._deltars import DeltaRsEngine
 from jobs.lake._jvm import Availability, JvmDeltaEngine
 from jobs.lake._preflight import check_table_readable, check_table_writable
-from jobs.lake._registry import ENGINE_NAMES, get_engine, spark_job_engine
+from jobs.lake._registry import ENGINE_NAMES, get_engine, maintenance_engine, spark_job_engine
 from jobs.lake._retry import is_transient, with_retries
 from jobs.lake._storage import redact, scoped_storage_options, storage_options_for
 from jobs.lake.engine import (
@@ -78,6 +78,7 @@ __all__ = [
     "foreach_batch_writer",
     "get_engine",
     "is_transient",
+    "maintenance_engine",
     "redact",
     "scoped_storage_options",
     "spark_job_engine",

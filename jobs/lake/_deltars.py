@@ -92,6 +92,7 @@ class DeltaRsEngine(TableHandles):
     """
 
     name = "delta-rs"
+    accepts_frames = False  # batches come as Arrow tables (the driver-side path)
 
     def __init__(self) -> None:
         self._handles: dict[_Key, DeltaTable] = {}

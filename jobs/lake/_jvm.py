@@ -11,6 +11,7 @@ S3 log store is safe for one writing driver, and JVM Delta must never share an S
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -145,13 +146,10 @@ class JvmDeltaEngine(TableHandles):
         jvm: Any = spark._jvm
         log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table_uri)
         none = jvm.scala.Option.empty()
-        try:
-            snapshot = log.update(
-                False, none, none
-            )  # Delta 4.0: (stalenessAcceptable, sinceTs, catalogTable)
-        except Exception as error:
-            if "update" not in str(error) and "Method" not in str(error):
-                raise
+        if _spark_major(spark) >= 4:
+            # Delta 4.0: (stalenessAcceptable, checkIfUpdatedSinceTs, catalogTableOpt)
+            snapshot = log.update(False, none, none)
+        else:
             snapshot = log.update(False, none)  # Delta 3.2 (Synapse): no catalog table argument
         return snapshot if int(snapshot.version()) >= 0 else None
 
@@ -196,6 +194,9 @@ class JvmDeltaEngine(TableHandles):
         """
         table_uri = ref.uri
         frame = self._frame(data) if isinstance(data, pa.Table) else data
+        for key, value in hadoop_settings(table_uri, ref.storage_options).items():
+            # A foreachBatch frame belongs to the query's own session, whose settings were copied at its start.
+            frame.sparkSession.conf.set(key, value)
         before = self._snapshot(table_uri)
         if before is not None:
             self._check_schema(table_uri, _arrow_schema(frame), schema_mode)
@@ -219,16 +220,17 @@ class JvmDeltaEngine(TableHandles):
                 f"append to {table_uri} reported success but no Delta table is there; check the path."
             )
         version = int(after.version())
-        if before is not None and version == int(before.version()):
-            return AppendResult(committed=False, table_version=version, rows=0)
-        actions = self._commit_actions(table_uri, version)
-        txn = next((a["txn"] for a in actions if "txn" in a), {})
-        if (txn.get("appId"), txn.get("version")) != (app_id, batch_id):
-            # Another writer committed in between and Delta skipped ours: one writer per table is the rule.
-            return AppendResult(committed=False, table_version=version, rows=0)
-        info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
-        rows = int((info.get("operationMetrics") or {}).get("numOutputRows", 0))
-        return AppendResult(committed=True, table_version=version, rows=rows)
+        first = 0 if before is None else int(before.version()) + 1
+        # Our commit is the one among the new versions that carries this transaction (a maintenance OPTIMIZE
+        # may have committed after it); none when Delta skipped the batch as already written.
+        for candidate in range(version, first - 1, -1):
+            actions = self._commit_actions(table_uri, candidate)
+            txn: dict[str, Any] = next((a["txn"] for a in actions if "txn" in a), {})
+            if (txn.get("appId"), txn.get("version")) == (app_id, batch_id):
+                info: dict[str, Any] = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+                rows = int((info.get("operationMetrics") or {}).get("numOutputRows", 0))
+                return AppendResult(committed=True, table_version=version, rows=rows)
+        return AppendResult(committed=False, table_version=version, rows=0)
 
     def _check_schema(self, table_uri: str, data: pa.Schema, mode: SchemaMode) -> None:
         existing = _arrow_schema(self._session().read.format("delta").load(table_uri))
@@ -604,9 +606,21 @@ def _spark_condition(condition: Filter) -> Any:
     }[op]
 
 
+# Session settings are shared by every thread of the session (each foreachBatch of a query, a maintenance
+# thread): an operation that sets some (a MERGE's transaction id, OPTIMIZE's file size) holds this lock from
+# setting them to putting them back, so no other thread's operation runs with them.
+_SETTINGS_LOCK = threading.RLock()
+
+
 @contextmanager
 def _session_settings(spark: SparkSession, settings: Mapping[str, str | None]) -> Iterator[None]:
-    """Set session settings for one operation and put back what was there before (None: leave as is)."""
+    """Set session settings for one operation and put back what was there before (None: leave as is); one
+    such operation at a time per process (:data:`_SETTINGS_LOCK`)."""
+    with _SETTINGS_LOCK:
+        yield from _with_settings(spark, settings)
+
+
+def _with_settings(spark: SparkSession, settings: Mapping[str, str | None]) -> Iterator[None]:
     previous: dict[str, str | None] = {}
     for key, value in settings.items():
         if value is not None:

@@ -50,3 +50,21 @@ def get_engine(name: str = "delta-rs") -> LakeEngine:
             )
         return engine
     raise LakeError(f"expected a lake engine name in {ENGINE_NAMES}, found {name!r}.")
+
+
+def maintenance_engine(spark: SparkSession, uri: str, storage_options: Mapping[str, str]) -> LakeEngine:
+    """The engine to maintain a table with beside its running writer: the writer's own kind, read from the
+    table's newest commit (delta-rs stamps ``clientVersion: delta-rs.*``). Two kinds of writer on one S3 table
+    can lose a commit (delta-rs commits with conditional puts, delta-spark's S3 log store does not), so a
+    table delta-rs writes is compacted and vacuumed by delta-rs; any other by :func:`spark_job_engine`.
+    """
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        newest = DeltaTable(uri, storage_options=dict(storage_options) or None).history(1)
+    except TableNotFoundError:
+        newest = []
+    if newest and str(newest[0].get("clientVersion", "")).startswith("delta-rs"):
+        return DeltaRsEngine()
+    return spark_job_engine(spark, storage_options)

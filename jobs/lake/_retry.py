@@ -30,7 +30,27 @@ def is_transient(error: BaseException) -> bool:
     """
     if isinstance(error, FileNotFoundError | PermissionError | IsADirectoryError | NotADirectoryError):
         return False
-    return isinstance(error, OSError | CommitFailedError | ConnectionError | TimeoutError)
+    if isinstance(error, OSError | CommitFailedError | ConnectionError | TimeoutError):
+        return True
+    return _delta_spark_conflict(error)
+
+
+# delta-spark's lost commit races (io.delta.exceptions.*), which reach Python inside py4j's or pyspark's own
+# exception types: a rival MERGE, OPTIMIZE or DELETE changed the files this operation read.
+_DELTA_CONFLICTS = (
+    "ConcurrentAppendException",
+    "ConcurrentDeleteReadException",
+    "ConcurrentDeleteDeleteException",
+    "ConcurrentTransactionException",
+    "ConcurrentWriteException",
+    "MetadataChangedException",
+    "ProtocolChangedException",
+)
+
+
+def _delta_spark_conflict(error: BaseException) -> bool:
+    text = f"{type(error).__name__}: {error}"
+    return any(name in text for name in _DELTA_CONFLICTS)
 
 
 def with_retries(

@@ -5,9 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, runtime_checkable
 
 import pyarrow as pa
+
+from jobs.lake.errors import LakeError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 # Commit-info keys that tie a Delta commit to the streaming query and micro-batch that made it.
 APP_ID_KEY = "lakestack.appId"
@@ -145,9 +150,12 @@ class TableRef:
 
 @runtime_checkable
 class LakeEngine(Protocol):
-    """What the pipelines need from a Delta engine. ``DeltaRsEngine`` is the default everywhere."""
+    """What the pipelines need from a Delta engine: delta-spark (``JvmDeltaEngine``) in Spark jobs, delta-rs
+    (``DeltaRsEngine``) where no Spark runs."""
 
     name: str
+    # True when ``append`` takes a Spark DataFrame and writes it from the executors (delta-spark).
+    accepts_frames: bool
 
     def table(self, uri: str, *, storage_options: Mapping[str, str] | None = None) -> LakeTable:
         """A handle on the Delta table at ``uri``: every table operation is a method of it."""
@@ -331,7 +339,7 @@ class LakeTable:
 
     def append(
         self,
-        data: pa.Table,
+        data: pa.Table | DataFrame,
         *,
         app_id: str,
         batch_id: int,
@@ -339,10 +347,17 @@ class LakeTable:
         schema_mode: SchemaMode = "strict",
         target_file_size: int | None = None,
     ) -> AppendResult:
-        """Append in one commit carrying the transaction (app_id, batch_id), unless already there."""
+        """Append in one commit carrying the transaction (app_id, batch_id), unless already there.
+
+        A DataFrame is for an engine with ``accepts_frames`` (delta-spark): its executors write it.
+        """
+        if not isinstance(data, pa.Table) and not self.engine.accepts_frames:
+            raise LakeError(
+                f"the {self.engine.name} engine appends Arrow tables, not DataFrames ({self.uri})."
+            )
         return self.engine.append(
             self.ref,
-            data,
+            cast("pa.Table", data),  # a DataFrame only reaches an engine that takes one (checked above)
             app_id=app_id,
             batch_id=batch_id,
             partition_by=partition_by,

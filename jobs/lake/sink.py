@@ -63,7 +63,7 @@ def foreach_batch_writer(
     """
     policy = retry or LAKE_RETRY
     table_uri = table.uri
-    if getattr(table.engine, "accepts_frames", False):
+    if table.engine.accepts_frames:
         return _frame_writer(
             table,
             app_id=app_id,

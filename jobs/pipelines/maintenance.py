@@ -28,6 +28,7 @@ from jobs.errors import JobError, SettingsError
 from jobs.lake import (
     LakeTable,
     LakeTableNotFoundError,
+    maintenance_engine,
     scoped_storage_options,
     spark_job_engine,
     with_retries,
@@ -332,11 +333,13 @@ class MaintenanceRunner:
 
         def table(uri: str) -> LakeTable:
             options = settings.options_for(uri)
-            return spark_job_engine(spark, options).table(uri, storage_options=options)
+            return maintenance_engine(spark, uri, options).table(uri, storage_options=options)
 
         self.tables = {uri: table(uri) for uri in settings.tables}
         # The run's records are a few rows per table: the one write of driver-side rows this job makes.
-        self.journal = table(f"{settings.record_lake.rstrip('/')}/{MAINTENANCE_TABLE}")
+        journal = f"{settings.record_lake.rstrip('/')}/{MAINTENANCE_TABLE}"
+        options = settings.options_for(journal)
+        self.journal = spark_job_engine(spark, options).table(journal, storage_options=options)
         self.app_id = f"lakestack-maintenance-{uuid.uuid4()}"
         self.records: list[MaintenanceRecord] = []
         self._retry = retry

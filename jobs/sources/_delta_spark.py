@@ -180,9 +180,19 @@ def spark_has_delta_source(spark: SparkSession) -> bool:
     return True
 
 
-def resolve_delta_reader(spark: SparkSession, requested: str, table_uri: str) -> Literal["spark", "python"]:
-    """The reader for one table in this session (see :func:`choose_delta_reader`), logged with the reason."""
-    spark_delta = spark_has_delta_source(spark)
+def resolve_delta_reader(
+    spark: SparkSession,
+    requested: str,
+    table_uri: str,
+    storage_options: Mapping[str, str] | None = None,
+) -> Literal["spark", "python"]:
+    """The reader for one table in this session (see :func:`choose_delta_reader`), logged with the reason.
+
+    A table on the Azurite emulator (its options say ``AZURE_STORAGE_USE_EMULATOR``) is out of Hadoop's reach
+    (Azurite has no ADLS Gen2 endpoint), so ``auto`` reads it with the Python source there.
+    """
+    on_azurite = str((storage_options or {}).get("AZURE_STORAGE_USE_EMULATOR", "")).lower() == "true"
+    spark_delta = spark_has_delta_source(spark) and not (requested == "auto" and on_azurite)
     python_sources = hasattr(spark, "dataSource")
     chosen = choose_delta_reader(requested, spark_delta=spark_delta, python_sources=python_sources)
     why = (
@@ -244,8 +254,17 @@ def read_spark_delta_stream(
                 f"starting_version: expected a version of the table between 0 and its latest, {latest}, "
                 f"found {version}."
             )
+    _reach(spark, table_uri, storage_options or {})
     frame = spark.readStream.format("delta").options(**options.spark_options()).load(table_uri)
     return with_commit_columns(frame, change_feed=options.read_change_feed)
+
+
+def _reach(spark: SparkSession, table_uri: str, storage_options: Mapping[str, str]) -> None:
+    """Give the session the table's bucket settings (an emulator's endpoint), as the lake's writer does."""
+    from jobs.lake._jvm import hadoop_settings
+
+    for key, value in hadoop_settings(table_uri, storage_options).items():
+        spark.conf.set(key, value)
 
 
 def read_spark_delta(spark: SparkSession, uri: str, *, version: int | None = None) -> DataFrame:
@@ -310,7 +329,7 @@ def read_delta_stream(  # noqa: PLR0913 -- keyword-only source options, as DataS
         read_change_feed=read_change_feed,
         skip_change_commits=skip_change_commits,
     )
-    if resolve_delta_reader(spark, reader, table_uri) == "spark":
+    if resolve_delta_reader(spark, reader, table_uri, storage_options) == "spark":
         return read_spark_delta_stream(spark, table_uri, options, storage_options=storage_options)
     from jobs.sources import delta
 
@@ -343,7 +362,8 @@ def read_delta(
         DeltaTableNotFoundError: there is no Delta table at ``uri``.
         SourceSettingsError: ``version`` is not one of the table's, or no reader can run in this Spark.
     """
-    if resolve_delta_reader(spark, reader, uri) == "spark":
+    if resolve_delta_reader(spark, reader, uri, storage_options) == "spark":
+        _reach(spark, uri, storage_options or {})
         latest = _latest_version(uri, storage_options or {})
         if version is not None and not 0 <= version <= latest:
             raise SourceSettingsError(

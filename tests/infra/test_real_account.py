@@ -116,7 +116,7 @@ def test_every_step_pins_the_interpreter_and_the_driver_to_what_the_sizing_reser
 def test_every_step_runs_with_emr_delta_session_settings(dev):
     conf = dict(
         arg.split("=", 1)
-        for flag, arg in zip(step_of(dev)["args"], step_of(dev)["args"][1:])
+        for flag, arg in zip(step_of(dev)["args"], step_of(dev)["args"][1:], strict=False)
         if flag == "--conf"
     )
     assert conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"

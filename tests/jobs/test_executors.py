@@ -28,24 +28,24 @@ pytestmark = pytest.mark.slow
 REGION = "us-east-1"
 RECORD_BYTES = 40_000
 RECORDS = 2_600  # 104 MB of payload
+KILL_RECORDS = 1_000
 MASTER = "local-cluster[2,1,1024]"
 RESULT_LIMIT = "spark.driver.maxResultSize=8m"
 
 
-def _backlog(endpoint: str, name: str) -> dict[str, int]:
-    """A stream holding RECORDS records of RECORD_BYTES each, and a bucket; returns each payload's first 8 bytes
-    (a record number) -> its number."""
+def _backlog(endpoint: str, name: str, records: int = RECORDS) -> None:
+    """A stream holding ``records`` records of RECORD_BYTES each (each payload starts with its number), and a
+    bucket."""
     kinesis = boto3.client("kinesis", endpoint_url=endpoint, region_name=REGION)
     kinesis.create_stream(StreamName=name, StreamModeDetails={"StreamMode": "ON_DEMAND"})
     boto3.client("s3", endpoint_url=endpoint, region_name=REGION).create_bucket(Bucket=name)
-    for start in range(0, RECORDS, 100):
+    for start in range(0, records, 100):
         entries = [
             {"Data": f"{n:08d}".encode() + bytes(RECORD_BYTES - 8), "PartitionKey": f"k{n}"}
-            for n in range(start, min(start + 100, RECORDS))
+            for n in range(start, min(start + 100, records))
         ]
         reply = kinesis.put_records(StreamName=name, Records=entries)
         assert reply["FailedRecordCount"] == 0
-    return {f"{n:08d}": n for n in range(RECORDS)}
 
 
 def _job_args(endpoint: str, name: str, checkpoint: Path) -> list[str]:
@@ -76,10 +76,10 @@ def _landed(endpoint: str, name: str) -> tuple[list[int], list[dict]]:
     return sorted(int(payload[:8]) for payload in data), table.history()
 
 
-def _assert_exactly_once_by_delta_spark(endpoint: str, name: str) -> None:
+def _assert_exactly_once_by_delta_spark(endpoint: str, name: str, records: int = RECORDS) -> None:
     numbers, history = _landed(endpoint, name)
-    assert len(numbers) == RECORDS
-    assert numbers == list(range(RECORDS))
+    assert len(numbers) == records
+    assert numbers == list(range(records))
     writes = [c for c in history if c.get("operation") == "WRITE"]
     assert writes
     assert all("Delta-Lake/" in str(c.get("engineInfo")) for c in writes)
@@ -129,8 +129,12 @@ def test_ingest_through_spark_submit_as_a_cluster_runs_it(moto_endpoint, unique_
 
 
 def _executors(driver: psutil.Process) -> list[psutil.Process]:
-    found = []
-    for child in driver.children(recursive=True):
+    found: list[psutil.Process] = []
+    try:
+        children = driver.children(recursive=True)
+    except psutil.NoSuchProcess:
+        return found
+    for child in children:
         try:
             if any("CoarseGrainedExecutorBackend" in part for part in child.cmdline()):
                 found.append(child)
@@ -139,14 +143,17 @@ def _executors(driver: psutil.Process) -> list[psutil.Process]:
     return found
 
 
-def _parquet_written(endpoint: str, name: str) -> bool:
+def _mid_batch(endpoint: str, name: str) -> bool:
+    """A data file of the first batch is written and the batch is not committed yet (version 0 is the create)."""
     s3 = boto3.client("s3", endpoint_url=endpoint, region_name=REGION)
-    listed = s3.list_objects_v2(Bucket=name, Prefix="bronze/part-")
-    return bool(listed.get("KeyCount"))
+    parts = s3.list_objects_v2(Bucket=name, Prefix="bronze/part-").get("KeyCount", 0)
+    commits = s3.list_objects_v2(Bucket=name, Prefix="bronze/_delta_log/00000000000000000001.json")
+    return bool(parts) and not commits.get("KeyCount", 0)
 
 
 def test_an_executor_killed_mid_batch_loses_and_doubles_nothing(moto_endpoint, unique_name, tmp_path):
-    _backlog(moto_endpoint, unique_name)
+    # 40 MB: one batch, long enough to be caught mid-write; the 100 MB proof is the tests above.
+    _backlog(moto_endpoint, unique_name, KILL_RECORDS)
     command = [
         sys.executable, "-m", "jobs", *_job_args(moto_endpoint, unique_name, tmp_path / "chk"),
         "--spark-master", MASTER, "--spark-conf", RESULT_LIMIT, "--log-file", str(tmp_path / "job.log"),
@@ -157,17 +164,22 @@ def test_an_executor_killed_mid_batch_loses_and_doubles_nothing(moto_endpoint, u
     try:
         deadline = time.monotonic() + 300
         while killed is None and time.monotonic() < deadline and child.poll() is None:
-            executors = _executors(psutil.Process(child.pid))
-            if len(executors) == 2 and _parquet_written(moto_endpoint, unique_name):
+            try:
+                executors = _executors(psutil.Process(child.pid))
+            except psutil.NoSuchProcess:
+                break
+            if len(executors) == 2 and _mid_batch(moto_endpoint, unique_name):
                 killed = executors[0]
                 os.kill(killed.pid, signal.SIGKILL)
-            time.sleep(0.2)
+            time.sleep(0.1)
         assert killed is not None, (
             f"no executor was killed mid-batch: {(tmp_path / 'job.log').read_text()[-2000:]}"
         )
         assert child.wait(timeout=420) == 0, (tmp_path / "job.log").read_text()[-3000:]
+        # Spark saw the executor go and ran its tasks again elsewhere.
+        assert "Lost executor" in (tmp_path / "job.log").read_text()
     finally:
         if child.poll() is None:
             child.kill()
         out.close()
-    _assert_exactly_once_by_delta_spark(moto_endpoint, unique_name)
+    _assert_exactly_once_by_delta_spark(moto_endpoint, unique_name, KILL_RECORDS)

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from jobs.ingest import BRONZE_COLUMNS, bronze_schema

@@ -32,6 +32,39 @@ def test_transient_errors_are_retried_then_succeed():
     assert len(calls) == 3
 
 
+@pytest.mark.parametrize(
+    ("text", "retried"),
+    [
+        (
+            "An error occurred while calling o123.execute.\n: io.delta.exceptions.ConcurrentDeleteReadException: "
+            "This transaction attempted to read one or more files that were deleted",
+            True,
+        ),
+        ("io.delta.exceptions.ConcurrentAppendException: Files were added to the root of the table", True),
+        ("org.apache.spark.sql.AnalysisException: [DELTA_MISSING_DELTA_TABLE] is not a Delta table", False),
+    ],
+)
+def test_delta_spark_commit_races_are_retried_and_nothing_else(text, retried):
+    class Py4JJavaError(Exception):  # what py4j raises, by name: jobs carry no py4j import for it
+        pass
+
+    calls = []
+
+    def once_then_ok() -> str:
+        calls.append(1)
+        if len(calls) == 1:
+            raise Py4JJavaError(text)
+        return "ok"
+
+    if retried:
+        assert with_retries(once_then_ok, what="test", policy=NO_WAIT) == "ok"
+        assert len(calls) == 2
+    else:
+        with pytest.raises(Py4JJavaError):
+            with_retries(once_then_ok, what="test", policy=NO_WAIT)
+        assert len(calls) == 1
+
+
 def test_backoff_is_full_jitter_and_capped():
     slept: list[float] = []
 
