@@ -6,13 +6,13 @@ Stages, in the order a record meets them (seconds, per micro-batch):
   began (plan start minus the records' mean ``ApproximateArrivalTimestamp``; the Kinesis source only).
 - ``planning_and_reading``: the source's ``latestOffset()``: listing shards and reading every eligible shard
   up to its cap (Spark's ``latestOffset`` duration where the source reports none of its own).
-- ``transfer_into_spark``: the rows' trip from the source's Python worker into Spark and out to the
-  driver as one Arrow table (``to_arrow`` inside ``foreachBatch``; the ingest job's own transform is two
-  literal columns, so this is data movement, not compute).
+- ``transfer_into_spark``: the rows' trip out to the driver as one Arrow table (``to_arrow`` inside
+  ``foreachBatch``), for a writer that still takes them there (delta-rs); 0 for delta-spark, whose executors
+  write the batch where it is (the ingest job).
 - ``spark_processing``: Spark's own work on the batch outside that trip and the commit: getBatch, query
   planning, scheduling, and the rest of ``foreachBatch``.
-- ``delta_commit``: the transaction lookup and the Delta append (Parquet file and commit) that makes the
-  rows visible.
+- ``delta_commit``: the Delta append that makes the rows visible: with delta-spark the executors reading the
+  batch and writing its Parquet files, then the commit; with delta-rs the transaction lookup and the append.
 - ``checkpoint``: Spark's offset log write before the batch and its commit log write after it.
 
 The first five sum to a record's way from arriving in the stream to being visible (plus the wait for a

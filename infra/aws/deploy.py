@@ -51,6 +51,10 @@ STOP_WAIT_DELAY_S, STOP_WAIT_ATTEMPTS = 15, 60
 _FINISHED_CLUSTER_STATES = ("TERMINATING", "TERMINATED", "TERMINATED_WITH_ERRORS")
 
 
+# Where EMR (7.0 and later, delta-defaults enabled) keeps its Delta jar.
+EMR_DELTA_JAR = "/usr/share/aws/delta/lib/delta-spark.jar"
+
+
 def application_name(pipeline: str) -> str:
     """The YARN application (and EMR step) name of a pipeline, unique on the cluster."""
     return f"lakestack-{pipeline}"
@@ -75,6 +79,9 @@ def job_spark_conf(sizing: Sizing, *, parallelism: int, max_workers: int) -> dic
         # Delta's extension and catalog (the delta-defaults classification puts its jars on the class path).
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        # delta-spark's Python half (delta.tables) ships inside EMR's Delta jar: on the jobs' Python path, so the
+        # packed environment carries no second pyspark (which the delta-spark wheel would pull in).
+        "spark.submit.pyFiles": EMR_DELTA_JAR,
         "spark.sql.shuffle.partitions": str(parallelism),
         "spark.default.parallelism": str(parallelism),
         # The packed environment is built for this interpreter; the release ships others too.

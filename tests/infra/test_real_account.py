@@ -121,6 +121,7 @@ def test_every_step_runs_with_emr_delta_session_settings(dev):
     )
     assert conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
     assert conf["spark.sql.catalog.spark_catalog"] == "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+    assert conf["spark.submit.pyFiles"] == "/usr/share/aws/delta/lib/delta-spark.jar"
 
 
 def test_the_step_is_named_as_the_yarn_application_the_provider_stops(dev):

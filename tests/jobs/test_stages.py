@@ -130,5 +130,7 @@ def test_the_ingest_job_records_every_stage_of_every_batch(spark, moto_endpoint,
     assert len(records) >= 2
     for record in records:
         assert all(record[stage] is not None and record[stage] >= 0 for stage in STAGES), record
-        assert record["delta_commit"] > 0 and record["transfer_into_spark"] > 0 and record["checkpoint"] > 0
+        assert record["delta_commit"] > 0 and record["checkpoint"] > 0
+        # delta-spark writes the batch from the executors: no trip to the driver to time.
+        assert record["transfer_into_spark"] == 0.0
     assert set(recorder.summary()) == set(STAGES)

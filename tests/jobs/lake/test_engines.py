@@ -43,12 +43,22 @@ def test_jvm_engine_says_which_class_does_not_load_and_how_to_get_it(spark):
     assert status.ok is False
     assert not status
     assert status.reason.startswith("JVM class io.delta.tables.DeltaTable does not load (LookupError)")
-    assert "--packages io.delta:delta-spark_2.13:4.0.0" in status.reason
+    assert "locally 'make jars' fetches the Delta jars" in status.reason
 
 
-def test_jvm_engine_with_the_classes_but_not_the_extension_says_so(spark):
+class _SessionWithoutDeltaExtension:
+    """A session's conf as Spark started without Delta's extension (every local session has it now)."""
+
+    class conf:  # SparkSession.conf, read as an attribute
+        @staticmethod
+        def get(key: str, default: str | None = None) -> str | None:
+            return default
+
+
+def test_jvm_engine_with_the_classes_but_not_the_extension_says_so():
     loaded: list[str] = []
-    status = JvmDeltaEngine(spark, load_class=loaded.append).available()
+    session = _SessionWithoutDeltaExtension()
+    status = JvmDeltaEngine(session, load_class=loaded.append).available()  # type: ignore[arg-type]
     assert loaded == ["io.delta.tables.DeltaTable"]
     assert (status.ok, status.reason) == (
         False,

@@ -17,8 +17,20 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from jobs.lake import DeltaRsEngine, foreach_batch_writer, storage_options_for
-from jobs.sources import DeltaTableNotFoundError, SourceSettingsError, read_delta, read_delta_stream
+from jobs.sources import DeltaTableNotFoundError, SourceSettingsError
+from jobs.sources import read_delta as _read_delta
+from jobs.sources import read_delta_stream as _read_delta_stream
 from jobs.sources.delta import task_slots
+
+
+# This file tests the kit's Python Delta source; every local session now also has Spark's own (the pinned jars),
+# which `auto` would pick.
+def read_delta_stream(*args, **kwargs):
+    return _read_delta_stream(*args, reader="python", **kwargs)
+
+
+def read_delta(*args, **kwargs):
+    return _read_delta(*args, reader="python", **kwargs)
 
 
 def _append(table: str, ids: range, *, options: dict | None = None, **kwargs) -> None:
@@ -293,7 +305,9 @@ _CHILD = textwrap.dedent(
             time.sleep(300)  # killed here, part-way through the batch
         write(batch.drop("_commit_version", "_commit_timestamp"), batch_id)
 
-    df = read_delta_stream(spark, source, max_files_per_trigger=1, checkpoint_location=checkpoint)
+    df = read_delta_stream(
+        spark, source, max_files_per_trigger=1, checkpoint_location=checkpoint, reader="python"
+    )
     query = df.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint).start()
     query.awaitTermination(300)
     """
