@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -63,17 +64,12 @@ def foreach_batch_writer(
     """
     policy = retry or LAKE_RETRY
     table_uri = table.uri
+    # One batch's append, the same call for either engine (Arrow data or the batch DataFrame).
+    append = functools.partial(
+        table.append, partition_by=partition_by, schema_mode=schema_mode, target_file_size=target_file_size
+    )
     if table.engine.accepts_frames:
-        return _frame_writer(
-            table,
-            app_id=app_id,
-            partition_by=partition_by,
-            prepare=prepare,
-            schema_mode=schema_mode,
-            target_file_size=target_file_size,
-            policy=policy,
-            timings=timings,
-        )
+        return _frame_writer(table, append, app_id=app_id, prepare=prepare, policy=policy, timings=timings)
 
     def write_batch(batch_df: DataFrame, batch_id: int) -> None:
         started = time.perf_counter()
@@ -98,17 +94,11 @@ def foreach_batch_writer(
         data = to_arrow(frame)
         converted = time.perf_counter()
 
-        def attempt() -> AppendResult:
-            return table.append(
-                data,
-                app_id=app_id,
-                batch_id=batch_id,
-                partition_by=partition_by,
-                schema_mode=schema_mode,
-                target_file_size=target_file_size,
-            )
-
-        result = with_retries(attempt, what=f"append of batch {batch_id} to {table_uri}", policy=policy)
+        result = with_retries(
+            lambda: append(data, app_id=app_id, batch_id=batch_id),
+            what=f"append of batch {batch_id} to {table_uri}",
+            policy=policy,
+        )
         finished = time.perf_counter()
         if timings is not None:
             timings(
@@ -139,12 +129,10 @@ def foreach_batch_writer(
 
 def _frame_writer(
     table: LakeTable,
+    append: Callable[..., AppendResult],
     *,
     app_id: str,
-    partition_by: Sequence[str] | None,
     prepare: Callable[[DataFrame, int], DataFrame] | None,
-    schema_mode: SchemaMode,
-    target_file_size: int | None,
     policy: RetryPolicy,
     timings: Callable[[int, dict[str, Any]], None] | None,
 ) -> Callable[[DataFrame, int], None]:
@@ -155,17 +143,11 @@ def _frame_writer(
         started = time.perf_counter()
         frame = prepare(batch_df, batch_id) if prepare is not None else batch_df
 
-        def attempt() -> AppendResult:
-            return table.append(
-                frame,
-                app_id=app_id,
-                batch_id=batch_id,
-                partition_by=partition_by,
-                schema_mode=schema_mode,
-                target_file_size=target_file_size,
-            )
-
-        result = with_retries(attempt, what=f"append of batch {batch_id} to {table_uri}", policy=policy)
+        result = with_retries(
+            lambda: append(frame, app_id=app_id, batch_id=batch_id),
+            what=f"append of batch {batch_id} to {table_uri}",
+            policy=policy,
+        )
         finished = time.perf_counter()
         if timings is not None:
             measured: dict[str, Any] = {"total_s": finished - started, "rows": result.rows}
