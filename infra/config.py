@@ -45,7 +45,7 @@ DEFAULT_RELEASE_LABEL = "emr-spark-8.0.0"
 MIN_RETENTION_HOURS, MAX_RETENTION_HOURS = 24, 8760
 # EMR's auto-termination idle timeout ranges from 1 minute to 7 days.
 MAX_IDLE_MINUTES = 7 * 24 * 60
-# A stack nobody re-deploys is tagged to expire this long after its last `pulumi up`.
+# A stack nobody re-deploys is tagged to expire this long after its last `pulumi up` (then to midnight UTC).
 DEFAULT_TTL_HOURS = 24
 MAX_TTL_HOURS = 365 * 24
 EXPIRES_AT_TAG = "lakestack:expires-at"
@@ -540,10 +540,17 @@ def _parse_buckets(raw: Mapping[str, Any], *, prefix: str, where: str) -> dict[s
     return names
 
 
-def _parse_expiry(ttl_value: Any, at_value: Any, *, now: datetime | None, where: str) -> datetime:
-    """``lakestack:expiresAt`` (an ISO 8601 time) or ``lakestack:ttlHours`` from now, rounded up to the hour.
+def _now() -> datetime:
+    """The time a TTL counts from (one place, so tests can set the clock)."""
+    return datetime.now(UTC)
 
-    Rounding keeps the tag (and so every resource) unchanged by a second ``pulumi up`` within the same hour.
+
+def _parse_expiry(ttl_value: Any, at_value: Any, *, now: datetime | None, where: str) -> datetime:
+    """``lakestack:expiresAt`` (an ISO 8601 time) or ``lakestack:ttlHours`` from now, rounded up to midnight UTC.
+
+    The tag is on every resource, and a tag change re-sends some of them whole (a Synapse pool, say): rounding
+    to the day keeps every ``pulumi up`` of the same day a no-op; the expiry moves only when asked
+    (``expiresAt``, a new ``ttlHours``) or once a day.
     """
     if ttl_value is not None and at_value is not None:
         raise ConfigError(
@@ -572,9 +579,9 @@ def _parse_expiry(ttl_value: Any, at_value: Any, *, now: datetime | None, where:
         maximum=MAX_TTL_HOURS,
         where=where,
     )
-    start = (now or datetime.now(UTC)).astimezone(UTC) + timedelta(hours=hours)
-    whole_hour = start.replace(minute=0, second=0, microsecond=0)
-    return whole_hour if whole_hour == start else whole_hour + timedelta(hours=1)
+    start = (now or _now()).astimezone(UTC) + timedelta(hours=hours)
+    midnight = start.replace(hour=0, minute=0, second=0, microsecond=0)
+    return midnight if midnight == start else midnight + timedelta(days=1)
 
 
 def _parse_email(value: Any, *, where: str) -> str | None:

@@ -111,7 +111,11 @@ class ClusterRoles(pulumi.ComponentResource):
             policy=document(instance_policy_statements(args)),
             opts=child,
         )
-        profile = aws.iam.InstanceProfile(f"{name}-instance-profile", role=instance_role.name, opts=child)
+        # EMR refuses an instance profile whose name differs from its role's ("invalid instance profile"):
+        # the role is auto-named, and the profile takes that same name.
+        profile = aws.iam.InstanceProfile(
+            f"{name}-instance-profile", name=instance_role.name, role=instance_role.name, opts=child
+        )
         service_role = aws.iam.Role(
             f"{name}-service-role",
             assume_role_policy=assume_role("elasticmapreduce.amazonaws.com"),

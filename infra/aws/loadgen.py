@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import json
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +69,8 @@ class LoadGeneratorArgs:
     account_id: pulumi.Input[str]
     # Encrypt the log group with the stack key (the key policy must let CloudWatch Logs use it).
     log_kms_key_arn: pulumi.Input[str] | None = None
+    # What lets CloudWatch Logs use that key (the key policy): creating the group before it fails.
+    log_key_ready: Sequence[pulumi.Resource] = ()
     tags: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -217,7 +219,7 @@ class LoadGenerator(pulumi.ComponentResource):
             retention_in_days=LOG_RETENTION_DAYS,
             kms_key_id=args.log_kms_key_arn,
             tags=tags,
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.log_key_ready)),
         )
         execution_role = aws.iam.Role(
             f"{name}-execution-role",

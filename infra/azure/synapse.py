@@ -40,8 +40,14 @@ def firewall_range(ip_range: str) -> tuple[str, str]:
     return str(network.network_address), str(network.broadcast_address)
 
 
+def pool_fingerprint(args: SparkWorkspaceArgs) -> str:
+    """A digest of everything that makes Pulumi re-send the pool (which may drop its libraries): its sizing
+    inputs, location and tags (the stack's tags included: pass them in ``args.tags``)."""
+    return fingerprint({**pool_inputs(args), "location": args.location, "tags": dict(args.tags)})
+
+
 def pool_inputs(args: SparkWorkspaceArgs) -> dict[str, Any]:
-    """The Spark pool's sizing inputs (also what the library update's fingerprint covers)."""
+    """The Spark pool's sizing inputs."""
     s = args.sizing
     return {
         "spark_version": args.spark_version,
@@ -130,7 +136,7 @@ class SparkWorkspace(pulumi.ComponentResource):
             f"{name}-libraries",
             pool_id=pool.id,
             requirements=args.library_requirements,
-            pool_fingerprint=fingerprint(sizing_inputs),
+            pool_fingerprint=pool_fingerprint(args),
             # The read-modify-write of the pool must come after every change Pulumi makes to it.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[pool]),
         )

@@ -249,7 +249,7 @@ def test_service_role_uses_the_v2_policy_and_passes_only_the_instance_role(dev):
     assert cluster["serviceRole"] == f"arn:aws:iam::{ACCOUNT}:role/roles-service-role"
     assert (
         cluster["ec2Attributes"]["instanceProfile"]
-        == f"arn:aws:iam::{ACCOUNT}:instance-profile/roles-instance-profile"
+        == f"arn:aws:iam::{ACCOUNT}:instance-profile/roles-instance-role"
     )
 
 

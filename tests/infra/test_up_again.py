@@ -1,0 +1,216 @@
+"""Issue 29: the first `pulumi up` in a real account succeeds, the second changes nothing, `destroy` leaves
+nothing. What the providers do that plain mocks would not show, asserted on what the program tells the engine
+and on the dynamic providers' logic against fakes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from azure_mocks import DEPLOYER, execute_azure_program
+from pulumi_mocks import execute_program, stack_config
+
+from infra.azure.errors import DeploymentError
+
+ALLOWED = ["198.51.100.7/32", "203.0.113.0/28"]
+
+
+def azure_dev(**overrides):
+    config = {**stack_config("azure-dev"), "lakestack:network": {"allowedIpRanges": ALLOWED}}
+    config.update(overrides)
+    return config
+
+
+@pytest.fixture(scope="module")
+def aws_loadgen(tmp_path_factory):
+    config = {**stack_config("dev"), "lakestack:loadgen": {"workers": 2}}
+    return execute_program(config, tmp_path=tmp_path_factory.mktemp("aws-loadgen"))
+
+
+@pytest.fixture(scope="module")
+def azure(tmp_path_factory):
+    return execute_azure_program(azure_dev(), tmp_path=tmp_path_factory.mktemp("azure"))
+
+
+# --- would fail ---------------------------------------------------------------------------------------------
+
+
+def test_the_instance_profile_is_named_after_its_role(aws_loadgen):
+    role = aws_loadgen.named("roles-instance-role")
+    profile = aws_loadgen.one("aws:iam/instanceProfile:InstanceProfile")
+    # The mock answers the role's name as AWS would; the profile must be given that same name.
+    assert profile.inputs["name"] == "roles-instance-role"
+    assert profile.inputs["role"] == "roles-instance-role"
+    assert role.inputs.get("name") is None  # the role stays auto-named; the profile follows it
+
+
+def _grants_of(run, principal: str) -> dict[str, str]:
+    """scope -> role definition guid of every role assignment to ``principal``."""
+    found = {}
+    for r in run.of_type("azure-native:authorization:RoleAssignment"):
+        if r.inputs["principalId"] == principal:
+            found[r.inputs["scope"]] = r.inputs["roleDefinitionId"].rsplit("/", 1)[-1]
+    return found
+
+
+def test_the_identity_that_runs_azure_jobs_holds_every_grant_a_job_needs(azure):
+    jobs = [r for r in azure.resources if r.name.startswith("jobs-") and "definition" in r.inputs]
+    assert sorted(j.name for j in jobs) == ["jobs-ingest"]
+    (runner,) = {j.inputs["run_as_principal_id"] for j in jobs}
+    assert runner == DEPLOYER
+    grants = _grants_of(azure, runner)
+    account = (
+        "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/lakestack-azdev-rg/providers/"
+        "Microsoft.Storage/storageAccounts/lakestackazdev/blobServices/default/containers/"
+    )
+    vault = (
+        "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/lakestack-azdev-rg/providers/"
+        "Microsoft.KeyVault/vaults/secrets-vault1a2b3c/secrets/eventhubs-listen"
+    )
+    contributor, secrets_user = "ba92f5b4-2d11-453d-a403-e96b0029c9fe", "4633458b-17de-408a-b874-0445c86b69e6"
+    assert grants[f"{account}lake"] == contributor
+    assert grants[f"{account}checkpoints"] == contributor
+    assert grants[f"{account}logs"] == contributor
+    assert grants[f"{account}artifacts"] == contributor
+    assert grants[vault] == secrets_user
+
+
+def _at(when: datetime):
+    return mock.patch("infra.config._now", lambda: when)
+
+
+def _azure_at(when: datetime, tmp_path: Path, name: str):
+    folder = tmp_path / name
+    folder.mkdir()
+    with _at(when):
+        return execute_azure_program(azure_dev(), tmp_path=folder)
+
+
+def test_a_second_up_later_the_same_day_changes_no_pool_property(tmp_path: Path):
+    first = _azure_at(datetime(2026, 11, 27, 4, 10, tzinfo=UTC), tmp_path, "first")
+    second = _azure_at(datetime(2026, 11, 27, 21, 55, tzinfo=UTC), tmp_path, "second")
+    pool = "azure-native:synapse:BigDataPool"
+    assert second.one(pool).inputs == first.one(pool).inputs
+    assert second.one(pool).inputs["tags"]["lakestack:expires-at"] == "2026-11-29T00:00:00Z"
+    libraries = "spark-libraries"
+    assert second.named(libraries).inputs == first.named(libraries).inputs
+
+
+def test_an_expiry_that_moves_re_applies_the_libraries(tmp_path: Path):
+    first = _azure_at(datetime(2026, 11, 27, 4, 10, tzinfo=UTC), tmp_path, "first")
+    next_day = _azure_at(datetime(2026, 11, 28, 4, 10, tzinfo=UTC), tmp_path, "next-day")
+    assert next_day.one("azure-native:synapse:BigDataPool").inputs["tags"]["lakestack:expires-at"] == (
+        "2026-11-30T00:00:00Z"
+    )
+    # The tags re-send the whole pool; the new fingerprint makes the libraries follow it.
+    assert (
+        next_day.named("spark-libraries").inputs["pool_fingerprint"]
+        != first.named("spark-libraries").inputs["pool_fingerprint"]
+    )
+
+
+def test_the_encrypted_log_group_waits_for_the_key_policy(aws_loadgen):
+    logs = aws_loadgen.named("loadgen-logs")
+    assert logs.inputs["kmsKeyId"] == "arn:aws:kms:us-east-1:123456789012:key/key-1234"
+    assert "key-access-policy" in aws_loadgen.depends_on(logs)
+
+
+class FlakyStore:
+    """Refuses (403) the first ``refusals`` uploads, as Azure does until a new role assignment propagates."""
+
+    def __init__(self, refusals: int) -> None:
+        self.refusals = refusals
+        self.uploaded: list[str] = []
+
+    def upload(self, container: str, path: str, data: bytes) -> None:
+        from infra.azure.deploy import NotAuthorized
+
+        if self.refusals:
+            self.refusals -= 1
+            raise NotAuthorized("AuthorizationPermissionMismatch")
+        self.uploaded.append(f"{container}/{path}")
+
+    def delete_prefix(self, container: str, prefix: str) -> int:
+        return 0
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.slept: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def test_a_403_then_a_200_upload_succeeds_saying_why_it_waited():
+    from infra.azure.deploy import upload_when_authorized
+
+    store, clock, said = FlakyStore(refusals=2), FakeClock(), []
+    upload_when_authorized(
+        store,
+        "artifacts",
+        "jobs/abc/w.whl",
+        b"w",
+        sleep=clock.sleep,
+        monotonic=clock.monotonic,
+        say=said.append,
+    )
+    assert store.uploaded == ["artifacts/jobs/abc/w.whl"]
+    assert clock.slept == [15.0, 15.0]
+    assert said == [
+        "artifacts/jobs/abc/w.whl: not authorized yet (403); a new role assignment takes minutes to reach "
+        "storage, retrying for up to 600 s"
+    ]
+
+
+def test_a_lasting_403_fails_with_one_line():
+    from infra.azure.deploy import upload_when_authorized
+
+    store, clock = FlakyStore(refusals=1000), FakeClock()
+    with pytest.raises(DeploymentError) as raised:
+        upload_when_authorized(
+            store,
+            "artifacts",
+            "jobs/abc/w.whl",
+            b"w",
+            sleep=clock.sleep,
+            monotonic=clock.monotonic,
+            say=print,
+        )
+    assert str(raised.value) == (
+        "upload of artifacts/jobs/abc/w.whl still refused (403) after 600 s: check that the identity running "
+        "`pulumi up` holds Storage Blob Data Contributor on the artifacts filesystem (role assignment "
+        "spark-access-deployer-artifacts) and that this machine's address is in lakestack:network.allowedIpRanges"
+    )
+    assert "\n" not in str(raised.value)
+    assert clock.now == 600.0
+
+
+def test_a_job_is_not_submitted_as_another_identity_than_the_granted_one(monkeypatch):
+    from infra.azure.deploy import _SparkJobProvider
+
+    provider = _SparkJobProvider()
+    monkeypatch.setattr(provider, "_signed_in", lambda: "11111111-0000-0000-0000-000000000000")
+    monkeypatch.setattr(provider, "_client", lambda props: pytest.fail("no Synapse call may be made"))
+    props = {
+        "workspace_endpoint": "e",
+        "pool_name": "p",
+        "job_name": "lakestack-ingest",
+        "definition": {},
+        "run_as_principal_id": DEPLOYER,
+    }
+    with pytest.raises(DeploymentError) as raised:
+        provider.create(props)
+    assert str(raised.value) == (
+        "lakestack-ingest would run as Entra object 11111111-0000-0000-0000-000000000000, but the stack granted "
+        "the jobs' access (lake, checkpoints, listen secret) to 00000000-0000-0000-0000-0000000000dd: run "
+        "`pulumi up` signed in as the same identity as the azure-native provider (one `az login`, or one "
+        "service principal's environment)"
+    )
