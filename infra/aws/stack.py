@@ -222,6 +222,7 @@ def _cluster(
             job_args=job_args,
             spark_conf=job_spark_conf(s.sizing, parallelism=s.parallelism, max_workers=s.cluster.max_workers),
             profile=s.aws_profile,
+            credentials=s.aws_credentials,
         ),
     )
     return cluster.cluster_id, deployment.step_ids

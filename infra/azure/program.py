@@ -306,6 +306,7 @@ def _declare_spark(
         Grant("workspace-artifacts", "Storage Blob Data Reader", ws, fs["artifacts"], "ServicePrincipal"),
     ]
     access = Access("spark-access", AccessArgs(subscription_id=core.subscription_id, grants=grants))
+    libraries = spark.install_libraries(after=[access.assignments["workspace-workspace"], endpoints])
     jobs = JobDeployment(
         "jobs",
         JobDeploymentArgs(
@@ -320,7 +321,7 @@ def _declare_spark(
             job_args={p: job_args(p, settings, vault_name=secrets.vault_name) for p in settings.pipelines},
             batch_pipelines=frozenset(p for p in settings.pipelines if not PIPELINE_JOBS[p].streaming),
             run_as_principal_id=job_identity,
-            depends_on=[access, endpoints, spark.libraries, *spark.firewall_rules],
+            depends_on=[access, endpoints, libraries, *spark.firewall_rules],
         ),
     )
     return spark, jobs

@@ -132,14 +132,8 @@ class SparkWorkspace(pulumi.ComponentResource):
             opts=child,
             **sizing_inputs,
         )
-        self.libraries = PoolLibraries(
-            f"{name}-libraries",
-            pool_id=pool.id,
-            requirements=args.library_requirements,
-            pool_fingerprint=pool_fingerprint(args),
-            # The read-modify-write of the pool must come after every change Pulumi makes to it.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[pool]),
-        )
+        self._name, self._args, self._pool = name, args, pool
+        self.libraries: PoolLibraries | None = None
         self.firewall_rules = rules
         self.workspace_name: pulumi.Output[str] = workspace.name
         self.workspace_id: pulumi.Output[str] = workspace.id
@@ -157,3 +151,17 @@ class SparkWorkspace(pulumi.ComponentResource):
                 "pool_id": self.pool_id,
             }
         )
+
+    def install_libraries(self, *, after: Sequence[pulumi.Resource]) -> PoolLibraries:
+        """Declare the pool's library install, once what it needs is declared: ``after`` holds the workspace
+        identity's grant on its filesystem and the approved private endpoints to storage (pip's packages are
+        staged in the workspace filesystem, over those endpoints)."""
+        self.libraries = PoolLibraries(
+            f"{self._name}-libraries",
+            pool_id=self._pool.id,
+            requirements=self._args.library_requirements,
+            pool_fingerprint=pool_fingerprint(self._args),
+            # The read-modify-write of the pool must come after every change Pulumi makes to it.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self._pool, *after]),
+        )
+        return self.libraries

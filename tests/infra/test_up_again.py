@@ -214,3 +214,130 @@ def test_a_job_is_not_submitted_as_another_identity_than_the_granted_one(monkeyp
         "`pulumi up` signed in as the same identity as the azure-native provider (one `az login`, or one "
         "service principal's environment)"
     )
+
+
+# --- wrong but works ----------------------------------------------------------------------------------------
+
+
+def test_the_step_provider_acts_with_the_providers_keys_then_its_assumed_role(monkeypatch):
+    import boto3
+
+    from infra.aws.deploy import emr_client
+
+    made = []
+
+    class FakeSts:
+        def assume_role(self, **request):
+            made.append(("assume_role", request))
+            return {"Credentials": {"AccessKeyId": "ASIAROLE", "SecretAccessKey": "s2", "SessionToken": "t2"}}
+
+    class FakeSession:
+        def __init__(self, **kwargs):
+            made.append(("session", kwargs))
+
+        def client(self, service):
+            made.append(("client", service))
+            return FakeSts() if service == "sts" else f"{service}-client"
+
+    monkeypatch.setattr(boto3, "Session", FakeSession)
+    props = {
+        "region": "eu-west-1",
+        "profile": "",
+        "access_key": "AKIAKEY",
+        "secret_key": "s1",
+        "token": "",
+        "assume_roles": [
+            {"role_arn": "arn:aws:iam::123456789012:role/deployer", "external_id": "x-1", "session_name": ""}
+        ],
+    }
+    assert emr_client(props) == "emr-client"
+    assert made == [
+        (
+            "session",
+            {
+                "profile_name": None,
+                "aws_access_key_id": "AKIAKEY",
+                "aws_secret_access_key": "s1",
+                "aws_session_token": None,
+                "region_name": "eu-west-1",
+            },
+        ),
+        ("client", "sts"),
+        (
+            "assume_role",
+            {
+                "RoleArn": "arn:aws:iam::123456789012:role/deployer",
+                "RoleSessionName": "lakestack",
+                "ExternalId": "x-1",
+            },
+        ),
+        (
+            "session",
+            {
+                "aws_access_key_id": "ASIAROLE",
+                "aws_secret_access_key": "s2",
+                "aws_session_token": "t2",
+                "region_name": "eu-west-1",
+            },
+        ),
+        ("client", "emr"),
+    ]
+
+
+SECRET_SIG = "4dabf18193072939515e22adb298388d"
+
+
+def test_the_step_gets_the_providers_credentials_with_the_keys_secret(run_program):
+    config = {
+        **stack_config("dev"),
+        "aws:accessKey": "AKIAKEY",
+        "aws:secretKey": "s1",
+        "aws:assumeRoles": [{"roleArn": "arn:aws:iam::123456789012:role/deployer", "sessionName": "ci"}],
+    }
+    step = run_program(config).named("jobs-ingest").inputs
+    assert step["access_key"] == "AKIAKEY"
+    assert step["secret_key"][SECRET_SIG] == "1b47061264138c4ac30d75fd1eb44270"
+    assert step["secret_key"]["value"] == "s1"
+    assert step["token"] == ""
+    assert step["assume_roles"] == [
+        {"role_arn": "arn:aws:iam::123456789012:role/deployer", "external_id": "", "session_name": "ci"}
+    ]
+
+
+def test_the_instance_role_may_not_write_the_catalog_or_put_metrics(aws_loadgen):
+    import json
+
+    policy = json.loads(aws_loadgen.named("roles-instance-access").inputs["policy"])
+    actions = sorted(
+        a for s in policy["Statement"] for a in s["Action"] if a.split(":")[0] in ("glue", "cloudwatch")
+    )
+    assert actions == ["glue:GetDatabase", "glue:GetPartitions", "glue:GetTable", "glue:GetTables"]
+
+
+def test_a_31_range_is_refused_in_one_line_naming_its_two_addresses():
+    from infra.azure.settings import parse_azure_settings
+    from infra.errors import ConfigError
+
+    with pytest.raises(ConfigError) as raised:
+        parse_azure_settings(
+            "t", {"network": {"allowedIpRanges": ["198.51.100.6/31"]}}, where="Pulumi.t.yaml"
+        )
+    message = str(raised.value)
+    assert "\n" not in message
+    assert "lakestack:network.allowedIpRanges = '198.51.100.6/31'" in message
+    assert (
+        "single addresses instead of a /31, which Azure Storage's firewall refuses: list 198.51.100.6 and "
+        "198.51.100.7" in message
+    )
+    assert "Pulumi.t.yaml" in message
+
+
+def test_event_hubs_capacity_is_left_to_auto_inflate(azure):
+    namespace = azure.one("azure-native:eventhub:Namespace")
+    assert namespace.inputs["isAutoInflateEnabled"] is True
+    assert namespace.ignore_changes == ["sku.capacity"]
+
+
+def test_the_pool_installs_its_libraries_after_the_workspace_grant_and_the_approved_endpoints(azure):
+    needs = azure.depends_on(azure.named("spark-libraries"))
+    assert {"spark-pool", "spark-access-workspace-workspace", "private-endpoints"} <= needs
