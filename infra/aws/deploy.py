@@ -158,11 +158,12 @@ def credential_props(credentials: AwsCredentials | None) -> dict[str, Any]:
     }
 
 
-def emr_client(props: Mapping[str, Any]) -> Any:
-    """An EMR client acting as the AWS provider does: its profile, its keys, then each role it assumes."""
+def aws_client(props: Mapping[str, Any], service: str) -> Any:
+    """A boto3 client acting as the AWS provider does: its profile, its keys, then each role it assumes."""
     import boto3
 
-    session = boto3.Session(
+    # Any: the client is chosen by name at run time (the stubs type each service by a literal).
+    session: Any = boto3.Session(
         profile_name=props.get("profile") or None,
         aws_access_key_id=props.get("access_key") or None,
         aws_secret_access_key=props.get("secret_key") or None,
@@ -180,7 +181,7 @@ def emr_client(props: Mapping[str, Any]) -> Any:
             aws_session_token=granted["SessionToken"],
             region_name=props["region"],
         )
-    return session.client("emr")
+    return session.client(service)
 
 
 def _error_code(error: Exception) -> str | None:
@@ -191,7 +192,7 @@ def _error_code(error: Exception) -> str | None:
 class _EmrStepProvider(dynamic.ResourceProvider):
     # Runs inside the Pulumi engine's Python host at `pulumi up`; tests drive it with a fake EMR client.
     def _client(self, props: Mapping[str, Any]) -> Any:
-        return emr_client(props)
+        return aws_client(props, "emr")
 
     def _stop_application(self, client: Any, props: Mapping[str, Any]) -> None:
         from botocore.exceptions import WaiterError

@@ -28,6 +28,8 @@ import pulumi_aws as aws
 from infra.artifacts import LOADGEN_RUNNER_NAME, LoadgenArtifacts
 from infra.aws._policy import document, statement
 from infra.aws.layout import LOADGEN_RESULTS_PREFIX, log_group_prefix
+from infra.aws.loadgen_tasks import RunningTasksStop
+from infra.config import AwsCredentials
 
 LOCUST_PORT = 5557
 HTTPS_PORT = 443
@@ -71,6 +73,9 @@ class LoadGeneratorArgs:
     log_kms_key_arn: pulumi.Input[str] | None = None
     # What lets CloudWatch Logs use that key (the key policy): creating the group before it fails.
     log_key_ready: Sequence[pulumi.Resource] = ()
+    # How `pulumi destroy` calls ECS to stop the tasks still running (the provider's profile and credentials).
+    profile: str | None = None
+    credentials: AwsCredentials | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -280,6 +285,17 @@ class LoadGenerator(pulumi.ComponentResource):
                 source=pulumi.FileAsset(str(path)),
                 opts=child,
             )
+        # Tasks started outside Pulumi hold the subnet, the groups and the cluster: stopped first at destroy.
+        RunningTasksStop(
+            f"{name}-running-tasks",
+            cluster=cluster.name,
+            region=args.region,
+            subnet_id=args.subnet_id,
+            security_group_ids=[g.id for g in groups.values()],
+            profile=args.profile,
+            credentials=args.credentials,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(definitions.values())),
+        )
         self.cluster_name: pulumi.Output[str] = cluster.name
         self.master_task_definition: pulumi.Output[str] = definitions["master"].arn
         self.worker_task_definition: pulumi.Output[str] = definitions["worker"].arn

@@ -260,6 +260,8 @@ def _loadgen(
             # Encrypted only when the key policy lets CloudWatch Logs use the key, and only after it does.
             log_kms_key_arn=core.key.arn if key_access is not None else None,
             log_key_ready=[key_access] if key_access is not None else [],
+            profile=s.aws_profile,
+            credentials=s.aws_credentials,
         ),
     )
     # Everything `lakestack bench` needs to start a run with ECS RunTask.

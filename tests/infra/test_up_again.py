@@ -222,7 +222,7 @@ def test_a_job_is_not_submitted_as_another_identity_than_the_granted_one(monkeyp
 def test_the_step_provider_acts_with_the_providers_keys_then_its_assumed_role(monkeypatch):
     import boto3
 
-    from infra.aws.deploy import emr_client
+    from infra.aws.deploy import aws_client
 
     made = []
 
@@ -250,7 +250,7 @@ def test_the_step_provider_acts_with_the_providers_keys_then_its_assumed_role(mo
             {"role_arn": "arn:aws:iam::123456789012:role/deployer", "external_id": "x-1", "session_name": ""}
         ],
     }
-    assert emr_client(props) == "emr-client"
+    assert aws_client(props, "emr") == "emr-client"
     assert made == [
         (
             "session",
@@ -341,3 +341,74 @@ def test_event_hubs_capacity_is_left_to_auto_inflate(azure):
 def test_the_pool_installs_its_libraries_after_the_workspace_grant_and_the_approved_endpoints(azure):
     needs = azure.depends_on(azure.named("spark-libraries"))
     assert {"spark-pool", "spark-access-workspace-workspace", "private-endpoints"} <= needs
+
+
+def test_destroy_stops_the_load_generators_tasks_before_its_cluster_groups_and_subnet(aws_loadgen):
+    stopper = aws_loadgen.named("loadgen-running-tasks")
+    assert stopper.inputs["cluster"] == "lakestack-dev-loadgen"
+    assert stopper.inputs["region"] == "us-east-1"
+    needs = aws_loadgen.depends_on(stopper)
+    assert aws_loadgen.named("network-private").typ == "aws:ec2/subnet:Subnet"
+    assert {"loadgen-cluster", "loadgen-master-sg", "loadgen-worker-sg", "network-private"} <= needs
+
+
+class FakeEcs:
+    """ECS with two tasks running in one cluster; they stop once asked and described once."""
+
+    def __init__(self, tasks: list[str]) -> None:
+        self.tasks = tasks
+        self.calls: list[tuple] = []
+
+    def get_paginator(self, name):
+        assert name == "list_tasks"
+        fake = self
+
+        class Pages:
+            def paginate(self, **kwargs):
+                fake.calls.append(("list_tasks", kwargs))
+                return [{"taskArns": fake.tasks[:1]}, {"taskArns": fake.tasks[1:]}]
+
+        return Pages()
+
+    def stop_task(self, **kwargs):
+        self.calls.append(("stop_task", kwargs))
+
+    def get_waiter(self, name):
+        fake = self
+
+        class Waiter:
+            def wait(self, **kwargs):
+                fake.calls.append((name, kwargs))
+
+        return Waiter()
+
+
+def test_the_stop_stops_every_task_of_the_cluster_then_waits_for_them():
+    from infra.aws.loadgen_tasks import _RunningTasksStopProvider
+
+    ecs = FakeEcs(["arn:task/1", "arn:task/2"])
+    provider = _RunningTasksStopProvider()
+    provider._client = lambda props: ecs  # type: ignore[method-assign]
+    provider.delete("lakestack-dev-loadgen", {"cluster": "lakestack-dev-loadgen", "region": "us-east-1"})
+    reason = "lakestack: the stack is being destroyed"
+    assert ecs.calls == [
+        ("list_tasks", {"cluster": "lakestack-dev-loadgen", "desiredStatus": "RUNNING"}),
+        ("stop_task", {"cluster": "lakestack-dev-loadgen", "task": "arn:task/1", "reason": reason}),
+        ("stop_task", {"cluster": "lakestack-dev-loadgen", "task": "arn:task/2", "reason": reason}),
+        (
+            "tasks_stopped",
+            {
+                "cluster": "lakestack-dev-loadgen",
+                "tasks": ["arn:task/1", "arn:task/2"],
+                "WaiterConfig": {"Delay": 6, "MaxAttempts": 100},
+            },
+        ),
+    ]
+
+
+def test_the_stop_with_nothing_running_waits_for_nothing():
+    from infra.aws.loadgen_tasks import stop_running_tasks
+
+    ecs = FakeEcs([])
+    assert stop_running_tasks(ecs, "c") == []
+    assert [c[0] for c in ecs.calls] == ["list_tasks"]
