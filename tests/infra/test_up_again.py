@@ -412,3 +412,51 @@ def test_the_stop_with_nothing_running_waits_for_nothing():
     ecs = FakeEcs([])
     assert stop_running_tasks(ecs, "c") == []
     assert [c[0] for c in ecs.calls] == ["list_tasks"]
+
+
+def test_lakestack_down_says_what_stays_after_destroy(monkeypatch, capsys):
+    import argparse
+
+    from lakestack import stacks as automation
+    from lakestack.commands import stacks as stack_cli
+
+    destroyed = []
+    monkeypatch.setattr(automation, "down", lambda stack, **kwargs: destroyed.append(stack))
+    assert stack_cli._down(argparse.Namespace(stack="dev")) == 0
+    assert destroyed == ["dev"]
+    assert capsys.readouterr().out.splitlines() == [
+        "What stays after destroying stack dev, and for how long:",
+        "  - KMS key alias/lakestack-dev (the stack key): 30 days, pending deletion; unusable meanwhile; "
+        "`aws kms cancel-key-deletion` brings it back",
+    ]
+
+
+def test_what_stays_names_the_unconfirmed_subscription_the_vault_and_the_log_workspace(tmp_path: Path):
+    import yaml
+
+    from infra.leftovers import what_stays_after_destroy
+
+    aws = {"config": {**stack_config("dev"), "lakestack:alertEmail": "ops@example.com"}}
+    (tmp_path / "Pulumi.mail.yaml").write_text(yaml.safe_dump(aws))
+    (tmp_path / "Pulumi.az.yaml").write_text(yaml.safe_dump({"config": azure_dev()}))
+    (tmp_path / "Pulumi.local.yaml").write_text(yaml.safe_dump({"config": stack_config("local")}))
+    assert what_stays_after_destroy("mail", project_dir=tmp_path).splitlines()[2] == (
+        "  - SNS e-mail subscription of ops@example.com, if never confirmed: up to 48 hours; an unconfirmed "
+        "subscription cannot be deleted; Amazon SNS removes it itself"
+    )
+    assert what_stays_after_destroy("az", project_dir=tmp_path).splitlines() == [
+        "What stays after destroying stack az, and for how long:",
+        "  - Key Vault of resource group lakestack-azdev-rg (soft-deleted, purge-protected): 7 days; its name "
+        "stays taken and it cannot be purged sooner; `az keyvault recover` brings it back",
+        "  - Log Analytics workspace lakestack-azdev-logs (soft-deleted): 14 days; its name is reserved; "
+        "recover it by creating a workspace of the same name in the same group",
+    ]
+    assert (
+        what_stays_after_destroy("local", project_dir=tmp_path)
+        == "Nothing of stack local stays after destroy."
+    )
+
+
+def test_the_deployed_windows_are_the_ones_down_reports(aws_loadgen, azure):
+    assert aws_loadgen.one("aws:kms/key:Key").inputs["deletionWindowInDays"] == 30
+    assert azure.one("azure-native:keyvault:Vault").inputs["properties"]["softDeleteRetentionInDays"] == 7
