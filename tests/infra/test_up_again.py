@@ -460,3 +460,16 @@ def test_what_stays_names_the_unconfirmed_subscription_the_vault_and_the_log_wor
 def test_the_deployed_windows_are_the_ones_down_reports(aws_loadgen, azure):
     assert aws_loadgen.one("aws:kms/key:Key").inputs["deletionWindowInDays"] == 30
     assert azure.one("azure-native:keyvault:Vault").inputs["properties"]["softDeleteRetentionInDays"] == 7
+
+
+def test_the_plan_says_the_jobs_run_as_the_deploying_identity():
+    from infra.azure.plan import security_posture
+    from infra.azure.settings import parse_azure_settings
+
+    settings = parse_azure_settings("t", {"network": {"allowedIpRanges": ALLOWED}})
+    assert security_posture(settings).identities[-2:] == (
+        "workspace identity: write its workspace filesystem; read artifacts only",
+        "you (the deploying identity): read the send secret; write artifacts; and, as the identity the jobs run "
+        "as (Synapse runs a submitted job as its submitter): write lake, checkpoints, logs; read the hub and the "
+        "listen secret",
+    )
