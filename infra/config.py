@@ -45,7 +45,7 @@ DEFAULT_RELEASE_LABEL = "emr-spark-8.0.0"
 MIN_RETENTION_HOURS, MAX_RETENTION_HOURS = 24, 8760
 # EMR's auto-termination idle timeout ranges from 1 minute to 7 days.
 MAX_IDLE_MINUTES = 7 * 24 * 60
-# A stack nobody re-deploys is tagged to expire this long after its last `pulumi up`.
+# A stack nobody re-deploys is tagged to expire this long after its last `pulumi up` (then to midnight UTC).
 DEFAULT_TTL_HOURS = 24
 MAX_TTL_HOURS = 365 * 24
 EXPIRES_AT_TAG = "lakestack:expires-at"
@@ -174,6 +174,9 @@ class StackSettings:
     loadgen: LoadgenSettings | None = None
     job_flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     aws_profile: str | None = None
+    # The AWS provider's own credentials beyond the profile (keys, assumed roles): the program's direct AWS
+    # calls (the EMR step provider) act with exactly what the provider acts with.
+    aws_credentials: AwsCredentials | None = None
     sizing: Sizing = field(init=False)
 
     def __post_init__(self) -> None:
@@ -261,6 +264,7 @@ def parse_settings(
     region: str | None = None,
     endpoint_url: str | None = None,
     aws_profile: str | None = None,
+    aws_credentials: AwsCredentials | None = None,
     now: datetime | None = None,
     where: str = "",
 ) -> StackSettings:
@@ -341,6 +345,7 @@ def parse_settings(
         loadgen=_parse_loadgen(config.get("loadgen"), local=local, where=where),
         job_flags=_parse_job_flags(config.get("jobFlags"), pipelines=pipelines, where=where),
         aws_profile=aws_profile,
+        aws_credentials=aws_credentials,
     )
 
 
@@ -540,10 +545,17 @@ def _parse_buckets(raw: Mapping[str, Any], *, prefix: str, where: str) -> dict[s
     return names
 
 
-def _parse_expiry(ttl_value: Any, at_value: Any, *, now: datetime | None, where: str) -> datetime:
-    """``lakestack:expiresAt`` (an ISO 8601 time) or ``lakestack:ttlHours`` from now, rounded up to the hour.
+def _now() -> datetime:
+    """The time a TTL counts from (one place, so tests can set the clock)."""
+    return datetime.now(UTC)
 
-    Rounding keeps the tag (and so every resource) unchanged by a second ``pulumi up`` within the same hour.
+
+def _parse_expiry(ttl_value: Any, at_value: Any, *, now: datetime | None, where: str) -> datetime:
+    """``lakestack:expiresAt`` (an ISO 8601 time) or ``lakestack:ttlHours`` from now, rounded up to midnight UTC.
+
+    The tag is on every resource, and a tag change re-sends some of them whole (a Synapse pool, say): rounding
+    to the day keeps every ``pulumi up`` of the same day a no-op; the expiry moves only when asked
+    (``expiresAt``, a new ``ttlHours``) or once a day.
     """
     if ttl_value is not None and at_value is not None:
         raise ConfigError(
@@ -572,9 +584,9 @@ def _parse_expiry(ttl_value: Any, at_value: Any, *, now: datetime | None, where:
         maximum=MAX_TTL_HOURS,
         where=where,
     )
-    start = (now or datetime.now(UTC)).astimezone(UTC) + timedelta(hours=hours)
-    whole_hour = start.replace(minute=0, second=0, microsecond=0)
-    return whole_hour if whole_hour == start else whole_hour + timedelta(hours=1)
+    start = (now or _now()).astimezone(UTC) + timedelta(hours=hours)
+    midnight = start.replace(hour=0, minute=0, second=0, microsecond=0)
+    return midnight if midnight == start else midnight + timedelta(days=1)
 
 
 def _parse_email(value: Any, *, where: str) -> str | None:
@@ -745,6 +757,9 @@ def settings_from_pulumi(*, project_dir: Path | None = None) -> StackSettings:
         region=aws.get("region"),
         endpoint_url=_endpoint_from(decode_config_value(aws.get("endpoints"))),
         aws_profile=aws.get("profile"),
+        aws_credentials=aws_credentials_from(
+            {key: aws.get(key) for key in ("accessKey", "secretKey", "token", "assumeRole", "assumeRoles")}
+        ),
         where="stack configuration",
     )
 
@@ -765,6 +780,50 @@ def values_from_pulumi(
     keys = sorted(set(_stack_file_keys(stack, project_dir or PROJECT_DIR)) | set(known_keys))
     raw = {key: decode_config_value(ours.get(key)) for key in keys}
     return stack, {k: v for k, v in raw.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class AssumedRole:
+    """One role of the AWS provider's ``assumeRoles`` chain."""
+
+    role_arn: str
+    external_id: str = ""
+    session_name: str = ""
+
+
+@dataclass(frozen=True)
+class AwsCredentials:
+    """The AWS provider's explicit credentials: static keys and the roles it assumes, in order."""
+
+    access_key: str = ""
+    secret_key: str = field(default="", repr=False)
+    token: str = field(default="", repr=False)
+    assume_roles: tuple[AssumedRole, ...] = ()
+
+
+def aws_credentials_from(values: Mapping[str, str | None]) -> AwsCredentials | None:
+    """The provider's credentials from its ``aws:*`` config (``accessKey``, ``secretKey``, ``token``,
+    ``assumeRoles`` or the older single ``assumeRole``); ``None`` when none is set (profile or environment)."""
+    raw_roles = decode_config_value(values.get("assumeRoles")) or []
+    single = decode_config_value(values.get("assumeRole"))
+    if isinstance(single, Mapping):
+        raw_roles = [*raw_roles, single]
+    roles = tuple(
+        AssumedRole(
+            role_arn=str(r.get("roleArn", "")),
+            external_id=str(r.get("externalId") or ""),
+            session_name=str(r.get("sessionName") or ""),
+        )
+        for r in raw_roles
+        if isinstance(r, Mapping) and r.get("roleArn")
+    )
+    found = AwsCredentials(
+        access_key=values.get("accessKey") or "",
+        secret_key=values.get("secretKey") or "",
+        token=values.get("token") or "",
+        assume_roles=roles,
+    )
+    return None if found == AwsCredentials() else found
 
 
 def decode_config_value(value: str | None) -> Any:

@@ -9,6 +9,7 @@ from typing import Any
 
 from infra.capacity import kinesis_capacity
 from infra.config import EXPIRES_AT_TAG, StackSettings, load_stack_settings, stack_cloud
+from infra.leftovers import what_stays_after_destroy
 from infra.posture import format_posture
 from infra.pricing import estimate_hourly_cost
 from lakestack import stacks as automation
@@ -192,6 +193,7 @@ def _up(args: argparse.Namespace) -> int:
 
 def _down(args: argparse.Namespace) -> int:
     automation.down(args.stack)
+    print(what_stays_after_destroy(args.stack))
     return 0
 
 

@@ -237,8 +237,8 @@ def test_the_prefix_leaves_room_for_the_suffix_in_63_characters():
 @pytest.mark.parametrize(
     ("config", "expected"),
     [
-        ({}, "2026-03-02T10:00:00Z"),  # 24 h default, rounded up to the hour
-        ({"ttlHours": 2}, "2026-03-01T12:00:00Z"),
+        ({}, "2026-03-03T00:00:00Z"),  # 24 h default, rounded up to midnight UTC
+        ({"ttlHours": 2}, "2026-03-02T00:00:00Z"),
         ({"expiresAt": "2026-04-01T18:30:00+02:00"}, "2026-04-01T16:30:00Z"),
     ],
 )
@@ -251,12 +251,18 @@ def test_every_resource_is_tagged_with_an_expiry(config, expected):
     }
 
 
-def test_an_expiry_on_the_hour_stays_on_that_hour():
-    on_the_hour = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+def test_an_expiry_at_midnight_stays_on_that_midnight():
+    an_hour_before = datetime(2026, 3, 1, 23, 0, tzinfo=UTC)
     assert (
-        parse_settings("t", {"ttlHours": 1}, now=on_the_hour).tags["lakestack:expires-at"]
-        == "2026-03-01T10:00:00Z"
+        parse_settings("t", {"ttlHours": 1}, now=an_hour_before).tags["lakestack:expires-at"]
+        == "2026-03-02T00:00:00Z"
     )
+
+
+def test_every_up_of_the_same_day_keeps_the_expiry():
+    early, late = datetime(2026, 3, 1, 0, 5, tzinfo=UTC), datetime(2026, 3, 1, 23, 55, tzinfo=UTC)
+    expiries = {parse_settings("t", {}, now=t).tags["lakestack:expires-at"] for t in (early, late)}
+    assert expiries == {"2026-03-03T00:00:00Z"}
 
 
 def test_several_pipelines_share_each_node_and_each_gets_its_driver_room():
