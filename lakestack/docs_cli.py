@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import io
 import os
 import sys
@@ -77,9 +78,9 @@ def _job_helps() -> list[tuple[str, str]]:
     from jobs.__main__ import JOBS
     from jobs.__main__ import main as jobs_main
 
-    helps = [("python -m jobs", _printed_help(lambda: jobs_main(["--help"])))]
+    helps = [("python -m jobs", _printed_help(functools.partial(jobs_main, ["--help"])))]
     for name, (run, _summary) in JOBS.items():
-        helps.append((f"python -m jobs {name}", _printed_help(lambda run=run: run(["--help"]))))
+        helps.append((f"python -m jobs {name}", _printed_help(functools.partial(run, ["--help"]))))
     return helps
 
 
