@@ -74,13 +74,22 @@ def _printed_help(call: Callable[[], object]) -> str:
     return out.getvalue().rstrip() + "\n"
 
 
-def _job_helps() -> list[tuple[str, str]]:
+# Modes of a job that have a parser of their own, selected by a flag.
+JOB_MODES = {"fraud": ("--optimize",)}
+
+
+def job_helps() -> list[tuple[str, str]]:
+    """(command, its --help text) for ``python -m jobs``, each job, and each job mode in ``JOB_MODES``."""
     from jobs.__main__ import JOBS
     from jobs.__main__ import main as jobs_main
 
     helps = [("python -m jobs", _printed_help(functools.partial(jobs_main, ["--help"])))]
     for name, (run, _summary) in JOBS.items():
         helps.append((f"python -m jobs {name}", _printed_help(functools.partial(run, ["--help"]))))
+        for mode in JOB_MODES.get(name, ()):
+            helps.append(
+                (f"python -m jobs {name} {mode}", _printed_help(functools.partial(run, [mode, "--help"])))
+            )
     return helps
 
 
@@ -94,7 +103,7 @@ def render() -> str:
     for path, parser in walk(build_parser()):
         title = " ".join(("lakestack", *path))
         parts.append(_section(title, _printed_help(parser.print_help)))
-    parts.extend(_section(title, text) for title, text in _job_helps())
+    parts.extend(_section(title, text) for title, text in job_helps())
     return "\n".join(parts)
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from lakestack.cli import build_parser
-from lakestack.docs_cli import render, subcommands
+from lakestack.docs_cli import job_helps, render, subcommands
 
 ROOT = Path(__file__).resolve().parents[1]
 README_MAX_LINES = 260
@@ -25,7 +25,7 @@ CODE_SPAN = re.compile(r"(`+)(.+?)\1")
 # `lakestack` as a command word: not part of a name (lakestack-dev, lakestack:pipelines, lakestack.cli, ...).
 COMMAND = re.compile(r"(?:(?<=^)|(?<=[\s(/$]))lakestack(?=\s)((?:\s+\S+)*)")
 MAKE = re.compile(r"(?:(?<=^)|(?<=[\s(;&]))make\s+([a-z][\w-]*)")
-JOB = re.compile(r"python -m jobs\s+([a-z][\w-]*)")
+JOB = re.compile(r"python -m jobs\s+([a-z][\w-]*)((?:\s+\S+)*)")
 # Tokens that end one command written in a code block or span.
 STOPS = {"|", "||", ";", "&&", "#", ">", ">>", "2>&1", "&", "\\", "or", "then"}
 
@@ -171,17 +171,38 @@ def make_problems(path: Path) -> list[str]:
     return problems
 
 
-def job_problems(path: Path) -> list[str]:
-    from jobs.__main__ import JOBS
+@cache
+def job_flags() -> dict[str, frozenset[str]]:
+    """Every flag each job's --help names (all its modes), with the entry flags every job takes."""
+    helps = job_helps()
+    common = set(re.findall(r"--[a-z][\w-]*", helps[0][1]))
+    flags: dict[str, set[str]] = {}
+    for title, text in helps[1:]:
+        flags.setdefault(title.split()[3], set(common)).update(re.findall(r"--[a-z][\w-]*", text))
+    return {job: frozenset(names) for job, names in flags.items()}
 
+
+def job_problems(path: Path) -> list[str]:
     problems = []
     for number, text, is_code in prose_and_code(path.read_text(encoding="utf-8")):
         if is_code:
-            problems.extend(
-                f"{where(path, number)}: `python -m jobs {job}`: no such job (jobs: {', '.join(JOBS)})"
-                for job in JOB.findall(text)
-                if job not in JOBS
-            )
+            for match in JOB.finditer(text):
+                problems.extend(
+                    f"{where(path, number)}: {p}" for p in _check_job(match.group(1), match.group(2).split())
+                )
+    return problems
+
+
+def _check_job(job: str, tokens: list[str]) -> list[str]:
+    if job not in job_flags():
+        return [f"`python -m jobs {job}`: no such job (jobs: {', '.join(job_flags())})"]
+    problems = []
+    for raw in tokens:
+        token = raw.strip("[]()`,")
+        if raw in STOPS or token in STOPS or raw.startswith("#") or token == "python":
+            break
+        if token.startswith("--") and token.split("=", 1)[0] not in job_flags()[job]:
+            problems.append(f"`python -m jobs {job} {token.split('=', 1)[0]}`: no such flag")
     return problems
 
 
@@ -202,7 +223,7 @@ def test_every_make_target_named_exists(doc):
     assert make_problems(doc) == []
 
 
-def test_every_job_named_exists(doc):
+def test_every_job_and_job_flag_named_exists(doc):
     assert job_problems(doc) == []
 
 
@@ -248,7 +269,7 @@ def test_the_checks_catch_a_dead_link_a_bad_anchor_a_bad_command_flag_target_and
         "lakestack nosuch --x\n"
         "lakestack local up --port 4566 --bogus   # comment --ignored\n"
         "make demo && make nosuchtarget\n"
-        "python -m jobs sales --lake x; python -m jobs nojob\n"
+        "python -m jobs sales --lake x --nolake; python -m jobs nojob\n"
         "```\n"
         "```text\n"
         "lakestack run report\n"
@@ -270,7 +291,8 @@ def test_the_checks_catch_a_dead_link_a_bad_anchor_a_bad_command_flag_target_and
     ]
     assert make_problems(doc) == [f"{doc}:8: `make nosuchtarget`: no such target in the Makefile"]
     assert job_problems(doc) == [
-        f"{doc}:9: `python -m jobs nojob`: no such job (jobs: ingest, sales, fraud, train-fraud, orders, maintenance)"
+        f"{doc}:9: `python -m jobs sales --nolake`: no such flag",
+        f"{doc}:9: `python -m jobs nojob`: no such job (jobs: ingest, sales, fraud, train-fraud, orders, maintenance)",
     ]
 
 
