@@ -25,7 +25,7 @@ CODE_SPAN = re.compile(r"(`+)(.+?)\1")
 # `lakestack` as a command word: not part of a name (lakestack-dev, lakestack:pipelines, lakestack.cli, ...).
 COMMAND = re.compile(r"(?:(?<=^)|(?<=[\s(/$]))lakestack(?=\s)((?:\s+\S+)*)")
 MAKE = re.compile(r"(?:(?<=^)|(?<=[\s(;&]))make\s+([a-z][\w-]*)")
-JOB = re.compile(r"python -m jobs\s+([a-z][\w-]*)((?:\s+\S+)*)")
+JOB = re.compile(r"python -m jobs\s+([a-z][\w-]*)")
 # Tokens that end one command written in a code block or span.
 STOPS = {"|", "||", ";", "&&", "#", ">", ">>", "2>&1", "&", "\\", "or", "then"}
 
@@ -125,9 +125,14 @@ def command_problems(path: Path, parser: argparse.ArgumentParser | None = None) 
             continue
         for match in COMMAND.finditer(text):
             problems.extend(
-                f"{where(path, number)}: {p}" for p in _check_invocation(root, match.group(1).split())
+                f"{where(path, number)}: {p}" for p in _check_invocation(root, words(match.group(1)))
             )
     return problems
+
+
+def words(text: str) -> list[str]:
+    """Shell-ish words of a command line; a `;` glued to a word becomes a word of its own (a stop)."""
+    return [part for word in text.split() for part in re.split(r"(;)$", word) if part]
 
 
 def _check_invocation(root: argparse.ArgumentParser, tokens: list[str]) -> list[str]:
@@ -186,9 +191,11 @@ def job_problems(path: Path) -> list[str]:
     problems = []
     for number, text, is_code in prose_and_code(path.read_text(encoding="utf-8")):
         if is_code:
-            for match in JOB.finditer(text):
+            matches = list(JOB.finditer(text))
+            for match, after in zip(matches, [*matches[1:], None][: len(matches)], strict=True):
+                rest = text[match.end() : after.start() if after else None]
                 problems.extend(
-                    f"{where(path, number)}: {p}" for p in _check_job(match.group(1), match.group(2).split())
+                    f"{where(path, number)}: {p}" for p in _check_job(match.group(1), words(rest))
                 )
     return problems
 
