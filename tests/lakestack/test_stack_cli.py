@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+import argparse
+import io
 import json
+import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -229,3 +233,100 @@ def test_up_validates_an_azure_stack_file_with_the_azure_parser(tmp_path: Path, 
         "lakestack:cluster.nodeSize = 'Huge'; expected one of Small, Medium, Large, XLarge, XXLarge"
         in str(caught.value)
     )
+
+
+class _Terminal(io.StringIO):
+    """A stdin the user types ``answer`` into."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+class _Recorder:
+    """Stands in for the Automation API's up/down: records the calls, needs no Pulumi CLI."""
+
+    def __init__(self, monkeypatch):
+        self.calls: list[tuple[str, str]] = []
+        monkeypatch.setattr(automation.shutil, "which", lambda name: "/usr/bin/pulumi")
+        monkeypatch.setattr(
+            automation, "up", lambda stack, **kw: self.calls.append(("up", stack)) or {"ok": 1}
+        )
+        monkeypatch.setattr(automation, "down", lambda stack, **kw: self.calls.append(("down", stack)))
+
+
+class _Clock(datetime):
+    @classmethod
+    def now(cls, tz=None):
+        return datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def test_up_prints_the_plan_and_cost_to_expiry_then_asks(tmp_path: Path, capsys, monkeypatch):
+    dev = (Path(__file__).parents[2] / "Pulumi.dev.yaml").read_text()
+    (tmp_path / "Pulumi.dev.yaml").write_text(dev + "  lakestack:expiresAt: '2026-01-02T12:00:00Z'\n")
+    original = stack_cli.plan_summary
+    monkeypatch.setattr(stack_cli, "plan_summary", lambda stack: original(stack, project_dir=tmp_path))
+    monkeypatch.setattr(stack_cli, "datetime", _Clock)
+    pulumi = _Recorder(monkeypatch)
+    monkeypatch.setattr(sys, "stdin", _Terminal("y\n"))
+    assert run_cli(["up", "--stack", "dev"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(
+        "stack dev (aws, us-east-1)\n  cluster : 2 x m5.xlarge core nodes (up to 4) + 1 primary"
+    )
+    assert "  cost    : ~0.84 USD/hour (1.34 at max workers)\n" in out
+    # 24 h to the expiry tag at 0.8437 USD/hour.
+    assert (
+        "\n  cost    : ~0.84 USD/hour; ~20.25 USD if left up until it expires (24 h, 2026-01-02T12:00:00Z); "
+        "`lakestack down` stops it sooner\nCreate or update stack 'dev' as above? [y/N] {\n"
+    ) in out
+    assert pulumi.calls == [("up", "dev")]
+
+
+def test_up_not_confirmed_changes_nothing(capsys, monkeypatch):
+    pulumi = _Recorder(monkeypatch)
+    assert stack_cli._up(argparse.Namespace(stack="dev", yes=False), stream=_Terminal("n\n")) == 1
+    assert capsys.readouterr().out.endswith(
+        "Create or update stack 'dev' as above? [y/N] lakestack up --stack dev: not confirmed; nothing was changed\n"
+    )
+    assert pulumi.calls == []
+
+
+def test_up_without_a_terminal_and_without_yes_refuses_in_one_line(capsys, monkeypatch):
+    pulumi = _Recorder(monkeypatch)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("y\n"))  # piped: not a terminal, even if it says yes
+    assert run_cli(["up", "--stack", "dev"]) == 2
+    assert capsys.readouterr().err == (
+        "lakestack up: error: lakestack up --stack dev changes cloud resources and asks first, but stdin is not "
+        "a terminal; pass --yes to go ahead without asking.\n"
+    )
+    assert pulumi.calls == []
+
+
+def test_up_with_yes_does_not_ask(capsys, monkeypatch):
+    pulumi = _Recorder(monkeypatch)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    assert run_cli(["up", "--stack", "dev", "--yes"]) == 0
+    assert "[y/N]" not in capsys.readouterr().out
+    assert pulumi.calls == [("up", "dev")]
+
+
+@pytest.mark.parametrize(("answer", "calls", "status"), [("yes\n", [("down", "dev")], 0), ("\n", [], 1)])
+def test_down_asks_first(answer, calls, status, capsys, monkeypatch):
+    pulumi = _Recorder(monkeypatch)
+    assert stack_cli._down(argparse.Namespace(stack="dev", yes=False), stream=_Terminal(answer)) == status
+    assert capsys.readouterr().out.startswith(
+        "Destroy every resource of stack 'dev' (aws, us-east-1), its tables and checkpoints with them? [y/N] "
+    )
+    assert pulumi.calls == calls
+
+
+def test_down_without_a_terminal_and_without_yes_refuses(capsys, monkeypatch):
+    pulumi = _Recorder(monkeypatch)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    assert run_cli(["down", "--stack", "dev"]) == 2
+    assert capsys.readouterr().err == (
+        "lakestack down: error: lakestack down --stack dev changes cloud resources and asks first, but stdin is "
+        "not a terminal; pass --yes to go ahead without asking.\n"
+    )
+    assert run_cli(["down", "--stack", "dev", "--yes"]) == 0
+    assert pulumi.calls == [("down", "dev")]
