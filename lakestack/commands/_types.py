@@ -93,11 +93,25 @@ def non_negative_float(value: str) -> float:
 
 
 def pipeline_names(value: str) -> tuple[str, ...]:
-    """Pipeline names separated by commas (checked against the registry when the run starts)."""
-    names = tuple(name.strip() for name in value.split(",") if name.strip())
+    """The demo's pipeline names separated by commas. ``orders-cow`` and ``orders-mor`` (a stack file's names
+    for one layout) name the demo's ``orders``, which always writes both layouts."""
+    from lakestack.commands._flags import did_you_mean
+    from lakestack.demo_pipelines import PIPELINES
+
+    names = [name.strip() for name in value.split(",") if name.strip()]
     if not names:
         raise argparse.ArgumentTypeError(f"expected pipeline names separated by commas, found {value!r}")
-    return names
+    known = [*PIPELINES, *_ORDERS_LAYOUTS]
+    for name in names:
+        if name not in known:
+            raise argparse.ArgumentTypeError(
+                f"expected names among {', '.join(PIPELINES)} (or {', '.join(_ORDERS_LAYOUTS)}), found "
+                f"{name!r}{did_you_mean(name, known)}"
+            )
+    return tuple(dict.fromkeys("orders" if name in _ORDERS_LAYOUTS else name for name in names))
+
+
+_ORDERS_LAYOUTS = ("orders-cow", "orders-mor")
 
 
 # One rule for the orders pipeline's names, in the demo, the bench and stack files (lakestack:pipelines).

@@ -227,3 +227,24 @@ def test_defaults_are_shown_and_faults_help_is_short(capsys):
         "--faults SPEC inject AWS faults in the emulator, e.g. put-throttle=0.2,s3-latency=200ms; kinds and "
         "values: docs/how-to/faults.md "
     )
+
+
+def test_a_mistyped_pipeline_gets_the_nearest_one(capsys):
+    assert _usage_error(["bench", "--stack", "local", "--pipelines", "ingest,fruad"], capsys) == (
+        "lakestack bench: error: argument --pipelines: expected names among ingest, sales, fraud, orders (or "
+        "orders-cow, orders-mor), found 'fruad'; did you mean fraud? (see `lakestack bench --help`)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("given", "runs"),
+    [
+        ("orders", ("orders",)),
+        ("orders-cow", ("orders",)),
+        ("sales,orders-mor,orders-cow", ("sales", "orders")),
+    ],
+)
+def test_a_stack_files_orders_layout_names_the_demos_orders(given, runs):
+    from lakestack.commands._types import pipeline_names
+
+    assert pipeline_names(given) == runs

@@ -330,3 +330,50 @@ def test_down_without_a_terminal_and_without_yes_refuses(capsys, monkeypatch):
     )
     assert run_cli(["down", "--stack", "dev", "--yes"]) == 0
     assert pulumi.calls == [("down", "dev")]
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch) -> Path:
+    """A project folder of stack files the commands read instead of the repository's."""
+    import infra.config
+
+    monkeypatch.setattr(infra.config, "PROJECT_DIR", tmp_path)
+    return tmp_path
+
+
+def test_plan_of_a_stack_file_with_a_yaml_error_is_one_line_with_its_position(project: Path, capsys):
+    (project / "Pulumi.bad.yaml").write_text(
+        "config:\n  lakestack:cloud: aws\n  lakestack:stream: {mode: on-demand\n"
+    )
+    assert run_cli(["plan", "--stack", "bad"]) == 2
+    assert capsys.readouterr().err == (
+        f"lakestack plan: error: {project / 'Pulumi.bad.yaml'}:4:1: expected ',' or '}}', but got '<stream end>' "
+        "(while parsing a flow mapping at 3:21); fix the YAML there\n"
+    )
+
+
+def test_up_of_a_stack_in_an_unknown_region_is_refused_before_anything_else(
+    project: Path, capsys, monkeypatch
+):
+    pulumi = _Recorder(monkeypatch)
+    dev = (Path(__file__).parents[2] / "Pulumi.dev.yaml").read_text()
+    (project / "Pulumi.dev.yaml").write_text(dev.replace("aws:region: us-east-1", "aws:region: us-east-9"))
+    assert run_cli(["up", "--stack", "dev", "--yes"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "lakestack up: error: invalid stack configuration in Pulumi.dev.yaml: aws:region = 'us-east-9'; expected "
+        "an AWS region; did you mean us-east-"
+    )
+    assert err.count("\n") == 1
+    assert pulumi.calls == []
+
+
+def test_plan_with_parallelism_out_of_range_names_parallelism(project: Path, capsys):
+    dev = (Path(__file__).parents[2] / "Pulumi.dev.yaml").read_text()
+    (project / "Pulumi.dev.yaml").write_text(dev.replace("parallelism: 8\n", "parallelism: 8000\n"))
+    assert run_cli(["plan", "--stack", "dev"]) == 2
+    assert capsys.readouterr().err == (
+        "lakestack plan: error: invalid stack configuration in Pulumi.dev.yaml: lakestack:parallelism = 8000; "
+        "expected an integer from 1 to 16 (lakestack:cluster.maxWorkers 4 x lakestack:parallelismPerWorker 4); "
+        "lower it, or raise lakestack:cluster.maxWorkers to at least 2000\n"
+    )
