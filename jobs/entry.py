@@ -112,6 +112,20 @@ def apply_session_options(options: EntryOptions) -> None:
     set_session_overrides(SessionOverrides(master=options.spark_master, conf=conf))
 
 
+# What every job's --help ends with: the entry takes these flags before the job's own parser sees the rest.
+ENTRY_FLAGS_HELP = """flags every job takes:
+  --verbose        show everything on the terminal too: Spark's own output, the full trace of a failure
+  --log-file PATH  the job log (default: a new file under the temp folder's lakestack-jobs/; under
+                   spark-submit, the driver's stderr)
+  --spark-master URL
+                   Spark master for a local run, e.g. local-cluster[2,1,1024] (two executor JVMs);
+                   default local[2]; under spark-submit its own settings stand
+  --spark-conf KEY=VALUE
+                   a Spark setting for a local run, e.g. spark.driver.maxResultSize=8m (repeatable)
+
+exit status: 0 done, 2 a mistake to fix (the one-line error says what), 1 a failure (see the job log)"""
+
+
 def add_entry_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the entry's flags to a command that runs a job in-process (``lakestack ingest``)."""
     parser.add_argument(
@@ -178,7 +192,7 @@ def run_job(
         return USER_MISTAKE
     with _JobOutput(path, verbose=verbose) as output:
         try:
-            with _one_line_usage_errors():
+            with _job_parsers():
                 return int(body())
         except KeyboardInterrupt:
             output.say(f"{prefix}interrupted" + (f"; the job log is {path}" if path else ""))
@@ -210,19 +224,28 @@ def _log_path(job: str, log_file: str | None) -> Path | None:
 
 
 @contextlib.contextmanager
-def _one_line_usage_errors() -> Iterator[None]:
+def _job_parsers() -> Iterator[None]:
     # argparse prints its usage and exits from inside parse_args(). Every job builds its own parser, so for the
-    # job's run any parser's error becomes one of ours, reported as one line like every other mistake.
-    original = argparse.ArgumentParser.error
+    # job's run any parser's error becomes one of ours, reported as one line like every other mistake; and its
+    # --help ends with the flags the entry took out before the job's parser saw the rest.
+    original_error = argparse.ArgumentParser.error
+    original_help = argparse.ArgumentParser.format_help
 
     def error(parser: argparse.ArgumentParser, message: str) -> NoReturn:
         raise UsageError(f"{message} (see `{parser.prog} --help`)")
 
+    def format_help(parser: argparse.ArgumentParser) -> str:
+        text = original_help(parser)
+        has_them = any("--verbose" in action.option_strings for action in parser._actions)
+        return text if has_them else f"{text.rstrip()}\n\n{ENTRY_FLAGS_HELP}\n"
+
     argparse.ArgumentParser.error = error  # type: ignore[method-assign,assignment]
+    argparse.ArgumentParser.format_help = format_help  # type: ignore[method-assign,assignment]
     try:
         yield
     finally:
-        argparse.ArgumentParser.error = original  # type: ignore[method-assign]
+        argparse.ArgumentParser.error = original_error  # type: ignore[method-assign]
+        argparse.ArgumentParser.format_help = original_help  # type: ignore[method-assign]
 
 
 # Spark's Python side: py4j logs every error raised in foreachBatch, with its trace, before Spark re-raises it.
@@ -381,6 +404,7 @@ def _flatten(message: str) -> str:
 
 
 __all__ = [
+    "ENTRY_FLAGS_HELP",
     "EntryOptions",
     "add_entry_arguments",
     "add_spark_arguments",
