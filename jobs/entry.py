@@ -28,6 +28,7 @@ import os
 import re
 import sys
 import tempfile
+import textwrap
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -124,6 +125,91 @@ ENTRY_FLAGS_HELP = """flags every job takes:
                    a Spark setting for a local run, e.g. spark.driver.maxResultSize=8m (repeatable)
 
 exit status: 0 done, 2 a mistake to fix (the one-line error says what), 1 a failure (see the job log)"""
+
+
+# The metavar a flag's value gets from its type when the flag names none: `--events N`, never `--events EVENTS`.
+_NUMBER_TYPES = (
+    "int",
+    "positive_int",
+    "positive_float",
+    "non_negative_float",
+    "float",
+    "_batch_size",
+    "_workers",
+)
+_TIME_TYPES = ("duration", "_run_time")
+_PATH_TYPES = ("Path", "PosixPath")
+# Otherwise from what the flag names: the first match of the dest's ending.
+_METAVAR_BY_DEST_END = (
+    ("url", "URL"),
+    ("_dir", "DIR"),
+    ("file", "PATH"),
+    ("checkpoint", "PATH"),
+    ("model", "PATH"),
+    ("table", "URI"),
+    ("lake", "URI"),
+    ("uri", "URI"),
+    ("sink", "URI"),
+    ("region", "R"),
+    ("stream", "NAME"),
+    ("stack", "NAME"),
+    ("topic", "NAME"),
+    ("trigger", "WHEN"),
+    ("position", "WHERE"),
+)
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Help text with the defaults shown, readable metavars (``--events N``, never ``--events EVENTS``), and
+    examples kept as written: the `lakestack` command's and, through :func:`run_job`, every job's.
+
+    Paragraphs are wrapped; a line that starts with two spaces (an example command) is kept verbatim.
+    """
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        out: list[str] = []
+        paragraph: list[str] = []
+
+        def flush() -> None:
+            if paragraph:
+                out.append(
+                    textwrap.fill(" ".join(paragraph), width, initial_indent=indent, subsequent_indent=indent)
+                )
+                paragraph.clear()
+
+        for line in text.splitlines():
+            if line.startswith("  ") or not line.strip():
+                flush()
+                out.append(indent + line if line.strip() else "")
+            else:
+                paragraph.append(line.strip())
+        flush()
+        return "\n".join(out)
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        # Never split a flag, a fault spec or a host name at its hyphens.
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        shown = (
+            "default" in text
+            or action.default in (None, False, argparse.SUPPRESS, [])
+            or not action.option_strings
+            or text == argparse.SUPPRESS
+        )
+        return text if shown else f"{text} (default: %(default)s)"
+
+    def _get_default_metavar_for_optional(self, action: argparse.Action) -> str:
+        name = getattr(action.type, "__name__", "")
+        if name in _NUMBER_TYPES:
+            return "N"
+        if name in _TIME_TYPES:
+            return "TIME"
+        if name in _PATH_TYPES:
+            return "PATH"
+        dest = action.dest
+        return next((metavar for end, metavar in _METAVAR_BY_DEST_END if dest.endswith(end)), "VALUE")
 
 
 def add_entry_arguments(parser: argparse.ArgumentParser) -> None:
@@ -235,6 +321,8 @@ def _job_parsers() -> Iterator[None]:
         raise UsageError(f"{message} (see `{parser.prog} --help`)")
 
     def format_help(parser: argparse.ArgumentParser) -> str:
+        if parser.formatter_class is argparse.HelpFormatter:
+            parser.formatter_class = HelpFormatter
         text = original_help(parser)
         has_them = any("--verbose" in action.option_strings for action in parser._actions)
         return text if has_them else f"{text.rstrip()}\n\n{ENTRY_FLAGS_HELP}\n"
@@ -406,6 +494,7 @@ def _flatten(message: str) -> str:
 __all__ = [
     "ENTRY_FLAGS_HELP",
     "EntryOptions",
+    "HelpFormatter",
     "add_entry_arguments",
     "add_spark_arguments",
     "apply_session_options",

@@ -9,87 +9,12 @@ from __future__ import annotations
 import argparse
 import difflib
 import sys
-import textwrap
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-# The metavar a flag's value gets from its type when the flag names none: `--events N`, never `--events EVENTS`.
-_NUMBER_TYPES = (
-    "int",
-    "positive_int",
-    "positive_float",
-    "non_negative_float",
-    "float",
-    "_batch_size",
-    "_workers",
-)
-_TIME_TYPES = ("duration", "_run_time")
-# Otherwise from what the flag names: the first match of the dest's ending.
-_METAVAR_BY_DEST_END = (
-    ("url", "URL"),
-    ("_dir", "DIR"),
-    ("file", "PATH"),
-    ("checkpoint", "PATH"),
-    ("table", "URI"),
-    ("lake", "URI"),
-    ("uri", "URI"),
-    ("region", "R"),
-    ("stream", "NAME"),
-    ("stack", "NAME"),
-    ("topic", "NAME"),
-    ("trigger", "WHEN"),
-    ("position", "WHERE"),
-)
+from jobs.entry import HelpFormatter
 
-
-class HelpFormatter(argparse.HelpFormatter):
-    """Help text with the defaults shown, readable metavars, and examples kept as written.
-
-    Paragraphs are wrapped; a line that starts with two spaces (an example command) is kept verbatim.
-    """
-
-    def _fill_text(self, text: str, width: int, indent: str) -> str:
-        out: list[str] = []
-        paragraph: list[str] = []
-
-        def flush() -> None:
-            if paragraph:
-                out.append(
-                    textwrap.fill(" ".join(paragraph), width, initial_indent=indent, subsequent_indent=indent)
-                )
-                paragraph.clear()
-
-        for line in text.splitlines():
-            if line.startswith("  ") or not line.strip():
-                flush()
-                out.append(indent + line if line.strip() else "")
-            else:
-                paragraph.append(line.strip())
-        flush()
-        return "\n".join(out)
-
-    def _split_lines(self, text: str, width: int) -> list[str]:
-        # Never split a flag, a fault spec or a host name at its hyphens.
-        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
-
-    def _get_help_string(self, action: argparse.Action) -> str | None:
-        text = action.help or ""
-        shown = (
-            "default" in text
-            or action.default in (None, False, argparse.SUPPRESS, [])
-            or not action.option_strings
-            or text == argparse.SUPPRESS
-        )
-        return text if shown else f"{text} (default: %(default)s)"
-
-    def _get_default_metavar_for_optional(self, action: argparse.Action) -> str:
-        name = getattr(action.type, "__name__", "")
-        if name in _NUMBER_TYPES:
-            return "N"
-        if name in _TIME_TYPES:
-            return "TIME"
-        dest = action.dest
-        return next((metavar for end, metavar in _METAVAR_BY_DEST_END if dest.endswith(end)), "VALUE")
+__all__ = ["DeprecatedAlias", "HelpFormatter", "add_deprecated_alias", "did_you_mean", "visible_flags"]
 
 
 class DeprecatedAlias(argparse.Action):

@@ -309,8 +309,8 @@ def test_train_fraud_output_that_cannot_be_written(tmp_path):
         ),
         (
             ["demo", "--pipelines", "sales,nope"],
-            "lakestack demo: error: --pipelines: expected names among ingest, sales, fraud, orders, found nope. "
-            "Leave it out to run every pipeline.",
+            "lakestack demo: error: argument --pipelines: expected names among ingest, sales, fraud, orders (or "
+            "orders-cow, orders-mor), found 'nope' (see `lakestack demo --help`)",
         ),
         (
             ["load", "--batch-size", "501"],
@@ -416,6 +416,9 @@ def test_each_jobs_help_shows_the_flags_every_job_takes(job, tmp_path):
     tail = result.stdout[result.stdout.index("\nflags every job takes:\n") :].splitlines()
     assert tail[2].startswith("  --verbose        show everything on the terminal too")
     assert tail[3].startswith("  --log-file PATH  the job log")
+    # A value's placeholder says what it is (N, PATH, URI, ...), never the flag's own name in capitals.
+    flags = re.findall(r"--([a-z-]+) ([A-Z_]+)", result.stdout)
+    assert [flag for flag, metavar in flags if metavar == flag.upper().replace("-", "_")] == []
 
 
 def test_train_fraud_refuses_to_replace_the_shipped_model_without_force(tmp_path):
