@@ -194,7 +194,9 @@ class HelpFormatter(argparse.HelpFormatter):
         text = action.help or ""
         shown = (
             "default" in text
-            or action.default in (None, False, argparse.SUPPRESS, [])
+            # Nothing worth showing (a switch's False, an unset value); 0 is worth showing, though 0 == False.
+            or any(action.default is nothing for nothing in (None, False, argparse.SUPPRESS))
+            or action.default in ("", [])
             or not action.option_strings
             or text == argparse.SUPPRESS
         )

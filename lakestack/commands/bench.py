@@ -136,28 +136,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--soak",
         type=duration,
         default=None,
-        metavar="DURATION",
+        metavar="TIME",
         help="soak this long, e.g. 30m (replaces --duration)",
     )
     soak.add_argument(
         "--soak-sample",
         type=duration,
         default=60.0,
-        metavar="DURATION",
+        metavar="TIME",
         help="time between samples (default: 60s)",
     )
     soak.add_argument(
         "--soak-warmup",
         type=duration,
         default=None,
-        metavar="DURATION",
+        metavar="TIME",
         help="samples before this are not judged (default: 5m, or a sixth of a shorter soak)",
     )
     soak.add_argument(
         "--soak-maintenance",
         type=duration,
         default=None,
-        metavar="DURATION",
+        metavar="TIME",
         help="run maintenance (compaction + log checkpoint of bronze and every pipeline table) this often "
         "(default: 5m, or a third of the time after warm-up in a shorter soak)",
     )

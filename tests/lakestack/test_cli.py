@@ -248,3 +248,14 @@ def test_a_stack_files_orders_layout_names_the_demos_orders(given, runs):
     from lakestack.commands._types import pipeline_names
 
     assert pipeline_names(given) == runs
+
+
+def test_a_zero_default_is_shown_and_an_empty_one_is_not(capsys):
+    with pytest.raises(SystemExit):
+        main(["load", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--workers N run a master and this many local workers (default: 0)" in text
+    with pytest.raises(SystemExit):
+        main(["ingest", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--stream NAME Kinesis stream name (--source kinesis) --region R" in text
