@@ -7,9 +7,10 @@ the program (:func:`settings_from_pulumi`), so both refuse the same configuratio
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
 import yaml
 
-from infra.errors import ConfigError
+from infra.errors import ConfigError, StackFileSyntaxError
 from infra.sizing import INSTANCE_TYPES, Sizing, size_cluster
 
 if TYPE_CHECKING:
@@ -39,6 +40,8 @@ BRONZE_TABLE = "bronze/events"
 CLOUDS: tuple[Cloud, ...] = get_args(Cloud)
 STREAM_MODES: tuple[StreamMode, ...] = get_args(StreamMode)
 PIPELINES: tuple[Pipeline, ...] = get_args(Pipeline)
+# What `orders` in lakestack:pipelines stands for: both layouts, side by side, as the demo runs them.
+ORDERS_LAYOUTS: tuple[Pipeline, ...] = ("orders-cow", "orders-mor")
 BUCKET_ROLES: tuple[str, ...] = ("lake", "checkpoints", "artifacts", "logs")
 DEFAULT_RELEASE_LABEL = "emr-spark-8.0.0"
 # Kinesis keeps data 24 hours at least and 365 days at most.
@@ -244,6 +247,12 @@ def _bool(key: str, value: Any, *, where: str) -> bool:
     raise ConfigError(key, value, "true or false", where=where)
 
 
+def did_you_mean(word: object, choices: Iterable[str]) -> str:
+    """``; did you mean X?`` when ``word`` is close to one of ``choices`` (a typo); empty otherwise."""
+    close = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.7)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
 def _mapping(key: str, value: Any, *, where: str, fields: tuple[str, ...]) -> Mapping[str, Any]:
     if value is None:
         return {}
@@ -252,7 +261,10 @@ def _mapping(key: str, value: Any, *, where: str, fields: tuple[str, ...]) -> Ma
     unknown = sorted(set(value) - set(fields))
     if unknown:
         raise ConfigError(
-            f"{key}.{unknown[0]}", value[unknown[0]], f"one of the keys {', '.join(fields)}", where=where
+            f"{key}.{unknown[0]}",
+            value[unknown[0]],
+            f"one of the keys {', '.join(fields)}{did_you_mean(unknown[0], fields)}",
+            where=where,
         )
     return value
 
@@ -284,7 +296,7 @@ def parse_settings(
     """
     _check_keys(config, where=where)
     cloud = _parse_choice("lakestack:cloud", config.get("cloud", "aws"), CLOUDS, where=where)
-    region = region or "us-east-1"
+    region = _parse_region(region, where=where)
     local = endpoint_url is not None
     suffix = _parse_choice(
         "lakestack:bucketSuffix",
@@ -355,9 +367,41 @@ def _check_keys(config: Mapping[str, Any], *, where: str) -> None:
             raise ConfigError(
                 f"lakestack:{key}",
                 config[key],
-                f"one of lakestack:{', lakestack:'.join(_KNOWN_KEYS)}",
+                f"one of lakestack:{', lakestack:'.join(_KNOWN_KEYS)}"
+                + did_you_mean(f"lakestack:{key}", [f"lakestack:{k}" for k in _KNOWN_KEYS]),
                 where=where,
             )
+
+
+def aws_regions(partition: str | None = None) -> tuple[str, ...]:
+    """The AWS regions where the stack's services run (Kinesis), from botocore's tables: of ``partition``
+    (``aws``, ``aws-cn``, ...), or of every partition when ``None``."""
+    import botocore.session
+
+    session = botocore.session.get_session()
+    partitions = session.get_available_partitions() if partition is None else [partition]
+    return tuple(
+        region
+        for name in partitions
+        for region in session.get_available_regions("kinesis", partition_name=name)
+    )
+
+
+def _parse_region(value: Any, *, where: str) -> str:
+    """``aws:region``: unset means us-east-1; a name AWS does not have is refused (it would be planned and priced
+    as if it were us-east-1, and fail only at `pulumi up`)."""
+    if value is None:
+        return "us-east-1"
+    if value not in aws_regions():
+        commercial = sorted(aws_regions("aws"))
+        raise ConfigError(
+            "aws:region",
+            value,
+            f"an AWS region{did_you_mean(value, commercial)} (one of {', '.join(commercial)}, or a GovCloud/China "
+            "region)",
+            where=where,
+        )
+    return str(value)
 
 
 def _parse_choice(key: str, value: Any, allowed: tuple[T, ...], *, where: str) -> T:
@@ -410,6 +454,20 @@ def _parse_cluster(
         where=where,
         allowed=f"an integer from 1 to {instance.vcpus} (the vCPUs of {instance_type})",
     )
+    if "maxWorkers" in raw:
+        # A set maxWorkers caps the parallelism: name the value that is out of range, and the range.
+        ceiling = _int(
+            "lakestack:cluster.maxWorkers", raw["maxWorkers"], minimum=1, maximum=None, where=where
+        )
+        if parallelism > ceiling * per_worker:
+            raise ConfigError(
+                "lakestack:parallelism",
+                parallelism,
+                f"an integer from 1 to {ceiling * per_worker} (lakestack:cluster.maxWorkers {ceiling} x "
+                f"lakestack:parallelismPerWorker {per_worker}); lower it, or raise lakestack:cluster.maxWorkers "
+                f"to at least {-(-parallelism // per_worker)}",
+                where=where,
+            )
     sizing = size_cluster(
         parallelism=parallelism, parallelism_per_worker=per_worker, instance=instance, applications=pipelines
     )
@@ -505,17 +563,27 @@ def _parse_stream(value: Any, *, prefix: str, where: str) -> StreamSettings:
     )
 
 
+def expand_pipeline_names(names: Iterable[Any]) -> list[Any]:
+    """``orders`` stands for both layouts, ``orders-cow`` and ``orders-mor`` (as in ``lakestack demo``)."""
+    return [layout for name in names for layout in (ORDERS_LAYOUTS if name == "orders" else (name,))]
+
+
 def _parse_pipelines(value: Any, *, where: str) -> tuple[Pipeline, ...]:
     if not isinstance(value, list | tuple) or not value:
         raise ConfigError(
             "lakestack:pipelines", value, f"a non-empty list of {', '.join(PIPELINES)}", where=where
         )
+    expanded = expand_pipeline_names(value)
     try:
-        names = tuple(_parse_choice("lakestack:pipelines", name, PIPELINES, where=where) for name in value)
+        names = tuple(_parse_choice("lakestack:pipelines", name, PIPELINES, where=where) for name in expanded)
     except ConfigError as error:
-        bad = next(name for name in value if name not in PIPELINES)
+        bad = next(name for name in expanded if name not in PIPELINES)
         raise ConfigError(
-            "lakestack:pipelines", bad, f"pipeline names among {', '.join(PIPELINES)}", where=where
+            "lakestack:pipelines",
+            bad,
+            f"pipeline names among {', '.join(PIPELINES)} (orders: both layouts)"
+            + did_you_mean(bad, [*PIPELINES, "orders"]),
+            where=where,
         ) from error
     if len(set(names)) != len(names):
         twice = next(n for n in names if names.count(n) > 1)
@@ -724,10 +792,12 @@ def load_stack_settings(stack: str, *, project_dir: Path | None = None) -> Stack
     path = (project_dir or PROJECT_DIR) / f"Pulumi.{stack}.yaml"
     if not path.is_file():
         found = sorted(p.name for p in path.parent.glob("Pulumi.*.yaml"))
+        names = [name.removeprefix("Pulumi.").removesuffix(".yaml") for name in found]
         raise ConfigError(
             "--stack",
             stack,
-            f"a stack with a file Pulumi.<stack>.yaml in {path.parent} (found: {', '.join(found) or 'none'})",
+            f"a stack with a file Pulumi.<stack>.yaml in {path.parent} (found: {', '.join(found) or 'none'})"
+            + did_you_mean(stack, names),
         )
     raw = stack_file_config(path)
     return parse_settings(
@@ -838,8 +908,27 @@ def decode_config_value(value: str | None) -> Any:
 
 
 def stack_file_config(path: Path) -> dict[str, Any]:
-    """The ``config`` section of a ``Pulumi.<stack>.yaml`` (every provider's keys, prefixed)."""
-    return (yaml.safe_load(path.read_text()) or {}).get("config") or {}
+    """The ``config`` section of a ``Pulumi.<stack>.yaml`` (every provider's keys, prefixed).
+
+    Raises:
+        StackFileSyntaxError: the file is not YAML, as ``file:line:column: what is wrong``.
+    """
+    try:
+        document = yaml.safe_load(path.read_text())
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        what = " ".join(str(error.problem or error.context or "not valid YAML").split())
+        start = error.context_mark if error.context and error.problem else None
+        context = f" ({error.context} at {start.line + 1}:{start.column + 1})" if start else ""
+        raise StackFileSyntaxError(f"{where}: {what}{context}; fix the YAML there") from None
+    except yaml.YAMLError as error:
+        raise StackFileSyntaxError(f"{path}: {' '.join(str(error).split())}; fix the YAML there") from None
+    if document is None:
+        return {}
+    if not isinstance(document, Mapping) or not isinstance(document.get("config") or {}, Mapping):
+        raise StackFileSyntaxError(f"{path}:1:1: expected a mapping with a `config:` mapping in it")
+    return dict(document.get("config") or {})
 
 
 def project_values(config: Mapping[str, Any]) -> dict[str, Any]:
