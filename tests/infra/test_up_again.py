@@ -422,7 +422,8 @@ def test_lakestack_down_says_what_stays_after_destroy(monkeypatch, capsys):
 
     destroyed = []
     monkeypatch.setattr(automation, "down", lambda stack, **kwargs: destroyed.append(stack))
-    assert stack_cli._down(argparse.Namespace(stack="dev")) == 0
+    monkeypatch.setattr(automation, "require_cli", lambda command: None)
+    assert stack_cli._down(argparse.Namespace(stack="dev", yes=True)) == 0
     assert destroyed == ["dev"]
     assert capsys.readouterr().out.splitlines() == [
         "What stays after destroying stack dev, and for how long:",
