@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import html
 import json
-import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -15,22 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from lakestack.fault_report import fault_rows
 from lakestack.reconcile import Reconciliation
+from lakestack.stats import percentile
 
 if TYPE_CHECKING:
     from lakestack.plots import Plot
     from lakestack.timeline import Timeline
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """The q-th percentile (0-100) with linear interpolation between closest ranks; None when empty."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * q / 100.0
-    low, high = math.floor(rank), math.ceil(rank)
-    if low == high:
-        return ordered[low]
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
 @dataclass(frozen=True)
