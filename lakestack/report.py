@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakestack.fault_report import fault_rows
 from lakestack.reconcile import Reconciliation
-from lakestack.report_page import side_by_side
+from lakestack.report_page import LATENCY_NOTE, WAIT_GAP_NOTE, side_by_side
 from lakestack.stats import percentile
 
 if TYPE_CHECKING:
@@ -221,7 +221,11 @@ class RunReport:
                 "`transfer_into_spark` (rows from the source into Spark and out as Arrow), `spark_processing` "
                 "(Spark's own planning and scheduling), `delta_commit` (transaction lookup and append), "
                 "`checkpoint` (Spark's offset and commit logs).",
+                "",
+                LATENCY_NOTE,
             ]
+            if "wait_in_stream" not in (self.stages or {}).get("summary", {}):
+                lines += ["", WAIT_GAP_NOTE]
         for name, figures in self.pipelines.items():
             if name == "ingest":
                 continue

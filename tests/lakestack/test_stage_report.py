@@ -110,3 +110,15 @@ def test_a_bar_is_labelled_with_its_batch_id_and_rows():
 
     assert bar_label(one) == "batch 3\n17,837 rows"
     assert [bar_label(b) for b in runs] == ["batches 1-2\n~150 rows each", "batches 3-4\n~350 rows each"]
+
+
+def test_the_markdown_explains_the_latency_gap_and_names_an_unmeasured_wait():
+    measured = _report({"summary": SUMMARY, "batches": [RECORD], "plot": "stages.png"}).to_markdown()
+    without_wait = {k: v for k, v in SUMMARY.items() if k != "wait_in_stream"}
+    unmeasured_wait = _report(
+        {"summary": without_wait, "batches": [RECORD], "plot": "stages.png"}
+    ).to_markdown()
+
+    assert "End-to-end latency runs from each event's event_time" in measured
+    assert "Wait in the stream is not measured in this run" not in measured
+    assert "Wait in the stream is not measured in this run" in unmeasured_wait
