@@ -142,6 +142,7 @@ _STYLE = (
     "summary{cursor:pointer;font-weight:600}figure{margin:1rem 0}img{max-width:100%}"
     "figcaption,.caption{color:#555;font-size:.9rem}code{background:#f4f4f4;padding:0 .2rem}"
     ".ok{color:#1e6b34}.bad{color:#a50e0e;font-weight:600}"
+    "@media (max-width:700px){.cards{grid-template-columns:repeat(2,1fr)}}"
 )
 
 
@@ -455,6 +456,10 @@ def render_page(
             _plot(plots, "latency", base),
             _plot(plots, "backlog", base),
         ]
+    elif data.get("timeline"):
+        parts.append(
+            "<p>Plots not drawn: matplotlib is missing (<code>pip install 'lakestack[report]'</code>).</p>"
+        )
     parts += [_pipelines(data, base, failed or {}), _stages(data, base)]
     if others:
         parts += ["<h2>More plots</h2>", *(_plot(plots, name, base) for name in others)]

@@ -113,6 +113,10 @@ def test_without_matplotlib_the_report_says_how_to_get_plots(tmp_path, monkeypat
     assert "Not drawn: matplotlib is missing (`pip install 'lakestack[report]'`)." in md_path.read_text()
     assert json.loads(json_path.read_text())["plots"] == []
     assert not (tmp_path / "plots").exists()
+    assert (
+        "<p>Plots not drawn: matplotlib is missing (<code>pip install 'lakestack[report]'</code>).</p>"
+        in (tmp_path / "report.html").read_text()
+    )
 
 
 def test_a_run_without_a_timeline_has_no_plot_section(tmp_path):
