@@ -88,9 +88,10 @@ _STAGE_HELP: dict[str, str] = {
 FRAUD_CAPTION = (
     "Two different measures. Rule precision: of the alerts the stateful rule raised (a transaction under 1.00 "
     "followed by one over 500.00 on the same account within a minute), the share that name a fraud the "
-    "generator injected. Model precision at its threshold: of all scored transactions, the share of those "
-    "scoring at or above the threshold that are injected frauds; the model scores each transaction alone, "
-    "with no memory of the account's earlier ones, so transactions that are not frauds also cross it."
+    "generator injected. Model precision at its threshold: the logistic-regression model scores every "
+    "transaction (from its amount and the account's transactions in the minute before it); of those scoring "
+    "at or above the threshold, the share that are injected frauds. The model approximates the pattern "
+    "instead of checking it exactly, so transactions that are not frauds also cross its threshold."
 )
 
 
