@@ -275,9 +275,11 @@ def plot_svg(
             **style,
         )
     for axes, series in ((lat_axes, latency), (file_axes, files)):
-        if any(series.values()):
-            axes.set_ylim(bottom=0)
-            axes.set_xlim(left=0)
+        points = [p for values in series.values() for p in values]
+        if points:
+            # Room past the last point on both axes, so no marker is cut by the frame.
+            axes.set_xlim(0, max(max(x for x, _ in points) - start, 1.0) * 1.05)
+            axes.set_ylim(0, max(max(float(y) for _, y in points), 1.0) * 1.12)
             axes.legend(loc="upper left")
         else:
             axes.text(0.5, 0.5, "no data", ha="center", va="center", transform=axes.transAxes)
