@@ -113,7 +113,8 @@ def write_stage_plot(
                 fontsize="small",
             )
         axes.set_xticks(positions, [bar_label(bar) for bar in data], fontsize="small")
-        axes.set_ylim(0, max(level) * 1.15 if max(level) > 0 else 1.0)
+        # Headroom for the legend above the tallest bar.
+        axes.set_ylim(0, max(level) * 1.4 if max(level) > 0 else 1.0)
         xlabel = "micro-batches that carried rows, in run order"
         if missing:
             xlabel += f"\nnot measured in this run, so not drawn: {', '.join(LABELS[s] for s in missing)}"
