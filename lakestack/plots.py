@@ -77,7 +77,8 @@ def _latency(timeline: Timeline, axes: Axes) -> str:
             label=name,
         )
     axes.set_ylabel("latency: event_time to Delta commit (s)")
-    axes.set_ylim(bottom=0)
+    highest = max((v for v in timeline.latency_p99_s if v is not None), default=0.0)
+    axes.set_ylim(0, highest * 1.2 or 1.0)
     if not any(v is not None for v in timeline.latency_p50_s):
         _empty(axes, "no event landed with a readable event_time")
     axes.legend(loc="best")
@@ -131,7 +132,6 @@ def _batches(timeline: Timeline, axes: Axes) -> str:
         label="rows in the batch",
     )
     rows_axis.set_ylabel("rows in the batch")
-    rows_axis.set_ylim(bottom=0)
     # The durations go on top of the bars.
     axes.set_zorder(rows_axis.get_zorder() + 1)
     axes.patch.set_visible(False)
@@ -145,7 +145,9 @@ def _batches(timeline: Timeline, axes: Axes) -> str:
         label="duration",
     )
     axes.set_ylabel("duration (s)")
-    axes.set_ylim(bottom=0)
+    # Headroom above the longest batch and the biggest bar, so neither hides under the legend or the frame.
+    axes.set_ylim(0, max(b.duration_s for b in batches) * 1.3 or 1.0)
+    rows_axis.set_ylim(0, max(b.rows for b in batches) * 1.3 or 1.0)
     handles, labels = axes.get_legend_handles_labels()
     more_handles, more_labels = rows_axis.get_legend_handles_labels()
     axes.legend(handles + more_handles, labels + more_labels, loc="upper left")
