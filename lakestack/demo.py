@@ -654,6 +654,19 @@ def run_sweep_demo(
     return results
 
 
+def _run_settings(settings: DemoSettings, run: DemoRun) -> dict[str, str]:
+    """What the report page shows at its top: the command, the load, the pipelines, the commit, the machine."""
+    from lakestack.run_facts import run_settings
+
+    return run_settings(
+        events=settings.events,
+        rate=settings.rate,
+        users=settings.users,
+        duration_s=settings.duration_s,
+        pipelines=[pipeline.name for pipeline in run.pipelines],
+    )
+
+
 def run_demo(settings: DemoSettings, *, progress: Progress | None = None) -> RunReport:
     """Run the demo end to end and return its report (also written under `settings.reports_dir`).
 
@@ -670,7 +683,7 @@ def run_demo(settings: DemoSettings, *, progress: Progress | None = None) -> Run
         run.drain(acked_total)
         report = dataclasses.replace(run.report(), timeline=run.timeline())
     show.done()
-    json_path, md_path = report.write(run.run_dir)
+    json_path, md_path = report.write(run.run_dir, settings=_run_settings(settings, run))
     print(report.to_text())
     print(f"\nreport: {md_path}, {md_path.with_suffix('.html')} and {json_path}")
     return report

@@ -171,14 +171,16 @@ def test_bench_local_runs_the_whole_loop_and_reports_with_plots(tmp_path):
     assert report_dir.parent == tmp_path
     document = json.loads((report_dir / "report.json").read_text())
     assert document["plots"] == [
-        f"plots/{n}.png" for n in ("latency", "sent_landed", "backlog", "batches", "cost")
+        # No cost plot: a run on the emulators costs nothing.
+        f"plots/{n}.png"
+        for n in ("latency", "backlog", "sent_landed", "batches")
     ]
     assert sum(document["timeline"]["sent"]) == result["events_sent"]
     assert sum(document["timeline"]["landed"]) == result["events_landed"]
     for plot in document["plots"]:
         assert (report_dir / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    # The five timeline plots and the ingest job's stage plot, all embedded.
-    assert (report_dir / "report.html").read_text().count("data:image/png;base64,") == 6
+    # The four timeline plots and the ingest job's stage plot, all embedded.
+    assert (report_dir / "report.html").read_text().count("data:image/png;base64,") == 5
     assert (report_dir / document["stages"]["plot"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # The demo's pipelines ran, each checked against its ground truth.
     assert {name: figures["ok"] for name, figures in result["pipelines"].items()} == {
