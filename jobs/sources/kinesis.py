@@ -56,6 +56,7 @@ from jobs.sources.kinesis_ranges import (
     RangeRecord,
     has_more,
     next_positions,
+    quota_ready_at,
     read_task,
 )
 
@@ -158,7 +159,14 @@ class ShardTask(InputPartition):
     """One shard's part of a planned batch: read on the executor from ``start``, recorded before use."""
 
     def __init__(
-        self, batch: int, shard_id: str, start: ShardPosition, closed_end: str | None, retention_ms: int
+        self,
+        batch: int,
+        shard_id: str,
+        start: ShardPosition,
+        *,
+        closed_end: str | None,
+        retention_ms: int,
+        not_before: float | None = None,
     ) -> None:
         super().__init__(shard_id)
         self.batch = batch
@@ -166,6 +174,7 @@ class ShardTask(InputPartition):
         self.start = start
         self.closed_end = closed_end
         self.retention_ms = retention_ms
+        self.not_before = not_before
 
     def __repr__(self) -> str:
         return f"ShardTask(batch {self.batch}, {self.shard_id} after {self.start.sequence})"
@@ -377,11 +386,15 @@ class KinesisStreamReader(DataSourceStreamReader):
             if not reads and not plan.lost:
                 self._carry(plan, started_at, time.monotonic() - begun)
                 return last
+            # A shard read at its quota's pace in the last batch starts its next read when the pace allows.
+            now = time.time()
+            ready = {k: round(quota_ready_at(r), 3) for k, r in (records or {}).items() if k in reads}
             batch = PlannedBatch(
                 StreamOffset(self._settings.stream_name, plan.positions),
                 self._next_batch,
                 reads,
                 plan.retention_ms,
+                {k: at for k, at in ready.items() if at > now},
             )
             metrics = self._planned_metrics(plan, batch, started_at, time.monotonic() - begun)
             if self._carried is not None:
@@ -503,8 +516,9 @@ class KinesisStreamReader(DataSourceStreamReader):
                         planned.batch,
                         shard_id,
                         planned.offset.position(shard_id),
-                        planned.read[shard_id],
-                        planned.retention_ms,
+                        closed_end=planned.read[shard_id],
+                        retention_ms=planned.retention_ms,
+                        not_before=planned.not_before.get(shard_id),
                     )
                     for shard_id in sorted(planned.read)
                 ]
@@ -523,6 +537,9 @@ class KinesisStreamReader(DataSourceStreamReader):
         keep_unchanged_zip_directories()  # once per worker: every later task skips re-reading pyspark.zip
         if isinstance(partition, ShardTask):
             s = self._settings
+            if partition.not_before is not None:
+                # The shard's read quota (2 MB/s) as the last batch left it; never more than a batch's read.
+                time.sleep(min(s.read_seconds_per_shard, max(0.0, partition.not_before - time.time())))
             read = read_task(
                 self._shard_reader(retention_ms=partition.retention_ms),
                 self._ranges(),

@@ -16,12 +16,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from jobs._store import CheckpointStore
 from jobs.sources._offsets import ShardPosition, StreamOffset
-from jobs.sources._shards import ShardRead, ShardReader
+from jobs.sources._shards import READ_BYTES_PER_SECOND, ShardRead, ShardReader
 from jobs.sources.errors import DataLossError
 
 RANGES_DIR = "sources/kinesis/ranges"
@@ -107,6 +107,7 @@ class PlannedBatch:
     batch: int
     read: Mapping[str, str | None]
     retention_ms: int
+    not_before: Mapping[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -114,6 +115,7 @@ class PlannedBatch:
             "batch": self.batch,
             "read": {shard: self.read[shard] for shard in sorted(self.read)},
             "retention_ms": self.retention_ms,
+            "not_before": {shard: self.not_before[shard] for shard in sorted(self.not_before)},
         }
 
     @classmethod
@@ -126,6 +128,7 @@ class PlannedBatch:
             batch=int(raw["batch"]),
             read=dict(raw.get("read", {})),
             retention_ms=int(raw.get("retention_ms") or 24 * 3600 * 1000),
+            not_before={k: float(v) for k, v in raw.get("not_before", {}).items()},
         )
 
 
@@ -135,6 +138,14 @@ def next_positions(planned: PlannedBatch, records: Mapping[str, RangeRecord]) ->
     for shard_id in planned.read:
         positions[shard_id] = advance(planned.offset.position(shard_id), records[shard_id])
     return positions
+
+
+def quota_ready_at(record: RangeRecord) -> float:
+    """When (epoch seconds) the shard's next read may start and keep to 2 MB/s of reads per shard: a
+    range of ``bytes`` read faster than the quota allows holds the next batch's read back for the rest.
+    (Within one process the reader also paces every call; this carries the pace across batches, whose
+    tasks may run in other processes.)"""
+    return record.read_at + max(0.0, record.bytes / READ_BYTES_PER_SECOND - record.read_seconds)
 
 
 def has_more(records: Iterable[RangeRecord]) -> bool:

@@ -340,3 +340,12 @@ def test_the_planner_reads_no_records_and_a_restart_replays_and_continues_exactl
     assert third["batch"] == 3 and third["shards"][SHARD]["seq"] == str(BASE + 90)
     assert _rows_of(restarted, offsets[-1], third) == [10, 11, 12]
     assert stream.get_records_calls == calls + 2  # the replay's and batch 3's reads only
+
+
+def test_a_range_read_faster_than_2_mb_per_s_holds_the_shards_next_read_back():
+    from jobs.sources.kinesis_ranges import quota_ready_at
+
+    # 4 MiB read in 0.5 s: the quota allows it in 2 s, so the next read waits 1.5 s after this one ended.
+    assert quota_ready_at(_record(0, bytes=4 * 1024 * 1024, read_seconds=0.5, read_at=1000.0)) == 1001.5
+    # A read slower than the quota holds nothing back.
+    assert quota_ready_at(_record(0, bytes=1024 * 1024, read_seconds=3.0, read_at=1000.0)) == 1000.0
