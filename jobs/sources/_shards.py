@@ -279,8 +279,9 @@ class _ShardWalk:
             if response is None:
                 continue  # the iterator expired and was refreshed
             if self._take(response):
-                return
-        if self.iterator is not None and self._full():
+                break
+        if self._full() and not self.result.finished and self.until is None:
+            # Stopped by a limit, whatever the shard said of its tip: the next batch reads on at once.
             self.result.limited = True
 
     def _full(self) -> bool:

@@ -127,7 +127,10 @@ class PlannedBatch:
             offset=StreamOffset.from_json(raw),
             batch=int(raw["batch"]),
             read=dict(raw.get("read", {})),
-            retention_ms=int(raw.get("retention_ms") or 24 * 3600 * 1000),
+            # 0 is a retention too (a test's emulator): only a missing value means the default.
+            retention_ms=int(raw["retention_ms"])
+            if raw.get("retention_ms") is not None
+            else 24 * 3600 * 1000,
             not_before={k: float(v) for k, v in raw.get("not_before", {}).items()},
         )
 

@@ -38,6 +38,7 @@ class OneShard:
     """One shard whose sequence numbers step by 10 (never contiguous, like AWS); payloads of 100 bytes."""
 
     arrival = T0
+    never_behind = False  # moto answers MillisBehindLatest 0 whatever is left
 
     def __init__(self, records: int, *, reply_limit: int = 10_000) -> None:
         self.seqs: list[int] = []
@@ -71,7 +72,7 @@ class OneShard:
                 for s in batch
             ],
             "NextShardIterator": f"it:{last}",
-            "MillisBehindLatest": 0 if len(newer) == len(batch) else 5000,
+            "MillisBehindLatest": 0 if self.never_behind or len(newer) == len(batch) else 5000,
         }
 
 
@@ -349,3 +350,17 @@ def test_a_range_read_faster_than_2_mb_per_s_holds_the_shards_next_read_back():
     assert quota_ready_at(_record(0, bytes=4 * 1024 * 1024, read_seconds=0.5, read_at=1000.0)) == 1001.5
     # A read slower than the quota holds nothing back.
     assert quota_ready_at(_record(0, bytes=1024 * 1024, read_seconds=3.0, read_at=1000.0)) == 1000.0
+
+
+def test_a_record_limit_means_more_even_when_the_shard_says_it_is_at_its_tip(tmp_path):
+    client = OneShard(6)
+    client.never_behind = True
+    log = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=100)
+    seen, _ = _drain(client, log, Limits(records=4, bytes=10**9, seconds=60), batches=3)
+    assert seen == [[0, 1, 2, 3], [4, 5], []]
+    assert [log.read(b, SHARD).more for b in range(3)] == [True, False, False]
+
+
+def test_a_zero_retention_survives_the_offset():
+    planned = PlannedBatch(StreamOffset("s", {}), 0, {}, 0)
+    assert PlannedBatch.from_json(json.loads(json.dumps(planned.to_json()))).retention_ms == 0
