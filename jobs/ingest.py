@@ -305,6 +305,8 @@ def make_batch_writer(
                 app_id=query_app_id(spark, settings.checkpoint, "ingest"),
                 prepare=to_bronze,
                 timings=timings,
+                # Executors read Kinesis: only a batch tells whether records came, and an empty one commits nothing.
+                skip_empty=True,
             )
         writer(batch, batch_id)
         if source.pop(batch_id, False) is False:  # a batch the writer skipped (a replay) is logged too
