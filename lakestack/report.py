@@ -102,9 +102,13 @@ class RunReport:
     def failed_pipelines(self) -> list[str]:
         return [name for name, figures in self.pipelines.items() if not figures.get("ok")]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, batches: bool = False) -> dict[str, Any]:
+        """The report as JSON-ready data: the summary (what the one-line ``--json`` prints), or with
+        ``batches`` also every micro-batch's stage record (what report.json keeps)."""
         data = asdict(self)
         data.pop("timeline", None)
+        if not batches and data["stages"] is not None:
+            data["stages"] = {k: v for k, v in data["stages"].items() if k != "batches"}
         data["ok"] = self.ok
         return data
 
@@ -266,7 +270,7 @@ class RunReport:
         ``directory``."""
         self.write_stage_plot(directory)
         files = write_report_files(
-            directory, data=self.to_dict(), markdown=self.to_markdown(), timeline=self.timeline
+            directory, data=self.to_dict(batches=True), markdown=self.to_markdown(), timeline=self.timeline
         )
         return files.json, files.markdown
 
