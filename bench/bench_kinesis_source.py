@@ -23,11 +23,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._common import PeakRss, Role, load_average, load_average_line
 
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "lakestack-local")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "lakestack-local")
@@ -103,8 +104,9 @@ def bare_loop(client, stream: str) -> int:
     return total
 
 
-class PeakRss:
-    """Samples RSS and PSS summed over this process and its descendants, the emulator excluded.
+def job_role(exclude: int) -> Role:
+    """The role of a process in the job's tree, for :class:`bench._common.PeakRss`; ``exclude`` (the emulator) and
+    its children, and the bare loop's process, are not the job's.
 
     RSS summed over processes counts every shared page once per process that maps it: the shared libraries
     (libarrow, libpython, the JDK's) and the pages a forked Python worker still shares with its daemon. PSS
@@ -115,65 +117,31 @@ class PeakRss:
     (Spark's JVM) and ``python workers`` (Spark's Python daemons and workers, and the source's planner).
     """
 
-    def __init__(self, exclude: int) -> None:
-        # The emulator's process and the baseline's (run with BARE_LOOP_FLAG) are not the job's.
-        self.exclude, self.peak, self.peak_pss, self._stop = exclude, 0, 0, threading.Event()
-        self.breakdown: dict[str, int] = {}
-        # Per role at the peak: (processes, bytes). Roles: a Python worker's module (after "-m").
-        self.roles: dict[str, tuple[int, int]] = {}
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        me = psutil.Process()
-        while not self._stop.is_set():
-            total, total_pss, parts, roles = 0, 0, {}, {}
-            for proc in [me, *me.children(recursive=True)]:
-                try:
-                    if proc.pid == self.exclude or self.exclude in {p.pid for p in proc.parents()}:
-                        continue
-                    argv = proc.cmdline()
-                    if BARE_LOOP_FLAG in argv:
-                        continue
-                    parent = proc.parent()
-                    if parent is not None and parent.name() == "java" and argv == parent.cmdline():
-                        # The JVM spawning a Python worker: until the child execs it shares the JVM's memory
-                        # (vfork) and its RSS is the JVM's (its name is the spawning thread's), so counting
-                        # it would count the JVM twice.
-                        continue
-                    memory = proc.memory_full_info()
-                    rss = memory.rss
-                    total_pss += memory.pss
-                    role = self._role(proc, me.pid)
-                    kind = role if role in ("driver", "jvm") else "python workers"
-                    parts[kind] = parts.get(kind, 0) + rss
-                    count, size = roles.get(role, (0, 0))
-                    roles[role] = (count + 1, size + rss)
-                    total += rss
-                except psutil.Error:
-                    continue
-            if total > self.peak:
-                self.peak, self.breakdown, self.roles = total, parts, roles
-            self.peak_pss = max(self.peak_pss, total_pss)
-            self._stop.wait(0.2)
-
-    @staticmethod
-    def _role(proc: psutil.Process, driver: int) -> str:
-        if proc.pid == driver:
-            return "driver"
+    def role(proc: psutil.Process, me: psutil.Process) -> str | None:
+        if proc.pid == exclude or exclude in {p.pid for p in proc.parents()}:
+            return None
         argv = proc.cmdline()
+        if BARE_LOOP_FLAG in argv:
+            return None
+        parent = proc.parent()
+        if parent is not None and parent.name() == "java" and argv == parent.cmdline():
+            # The JVM spawning a Python worker: until the child execs it shares the JVM's memory (vfork) and
+            # its RSS is the JVM's (its name is the spawning thread's), so counting it would count the JVM
+            # twice.
+            return None
+        if proc.pid == me.pid:
+            return "driver"
         if proc.name() == "java":
             return "jvm"
         # "python -m pyspark.daemon pyspark.worker" and its forks; the source's planner runs a module too.
         module = argv[argv.index("-m") + 1 :] if "-m" in argv else argv[-1:]
         return " ".join(module)
 
-    def __enter__(self) -> PeakRss:
-        self._thread.start()
-        return self
+    return role
 
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
+
+def job_kind(role: str) -> str:
+    return role if role in ("driver", "jvm") else "python workers"
 
 
 def run_job(spark, stream: str, endpoint: str, *, cap: int, workdir: Path, sink: str) -> tuple[int, float]:
@@ -221,10 +189,6 @@ def jvm_max_heap(spark) -> int:
     return int(spark.sparkContext._jvm.java.lang.Runtime.getRuntime().maxMemory())
 
 
-def load_average() -> str:
-    return ", ".join(f"{x:.1f}" for x in os.getloadavg())
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=200_000, help="backlog to drain (the target: 1000000)")
@@ -248,7 +212,7 @@ def main() -> None:
     # timeout(1) and kill send SIGTERM: leave through the finally blocks, so the emulator is stopped too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
-    print(f"load average (1, 5, 15 min) at the start: {load_average()}")
+    print(load_average_line("at the start"))
     emulator, endpoint = start_emulator()
     try:
         client = boto3.client("kinesis", region_name=REGION, endpoint_url=endpoint)
@@ -264,7 +228,10 @@ def main() -> None:
         spark = build_session("bench-kinesis-source", conf=conf)
         max_heap = jvm_max_heap(spark)
         bare, job = [], []
-        with tempfile.TemporaryDirectory() as tmp, PeakRss(exclude=emulator.pid) as rss:
+        with (
+            tempfile.TemporaryDirectory() as tmp,
+            PeakRss(role=job_role(emulator.pid), kind=job_kind, pss=True) as rss,
+        ):
             # Warm-up on a small stream of its own: JVM code paths and Python workers, not timed.
             fill(client, "bench-warm-up", 20_000)
             run_job(
@@ -317,7 +284,7 @@ def main() -> None:
         )
         for role, (count, size) in sorted(rss.roles.items(), key=lambda item: -item[1][1]):
             print(f"    {size / 2**20:7,.0f} MiB in {count} x {role}")
-        print(f"load average (1, 5, 15 min) at the end: {load_average()}")
+        print(load_average_line("at the end"))
     finally:
         emulator.terminate()
         emulator.wait(timeout=30)
