@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import queue
 import signal
@@ -249,14 +250,21 @@ def test_a_short_soak_samples_on_schedule_and_reports_its_budgets(tmp_path):
         0,
         0,
     ), stderr[-3000:]
-    # One status line per sample: at 0, 5, ..., 30 s.
+    # Seven samples are planned (0, 5, ..., 30 s). A loaded machine may take fewer (a late tick skips a slot,
+    # never doubles one), so what is checked is derived from the samples the run took: one status line each,
+    # at most one per 5 s slot (the last may share the final slot: it is taken when Locust ends).
+    times = [t for t, _ in soak["series"]["rss_mib"]]
+    taken = len(times)
+    assert 2 <= taken <= 7, times
     assert [
         line.split("soak sample ")[1].split(" at")[0] for line in bench.stderr if "soak sample " in line
-    ] == [f"{i}/7" for i in range(1, 8)]
-    assert soak["samples"] == 7
-    # A sixth of 30 s; the latency windows a third of the ~25 s after it.
+    ] == [f"{i}/7" for i in range(1, taken + 1)]
+    assert soak["samples"] == taken
+    slots = [math.floor(t / 5) for t in times[:-1]]
+    assert slots == sorted(set(slots)) and times == sorted(times), times
+    # A sixth of 30 s; the latency windows a third of the time from it to the last sample.
     assert soak["warmup_s"] == 5.0
-    assert 8.0 < soak["latency_window_s"] < 9.5
+    assert soak["latency_window_s"] == pytest.approx((times[-1] - 5.0) / 3)
     assert [b["name"] for b in soak["budgets"]] == [
         "checkpoint files flat",
         "table files bounded",
@@ -264,7 +272,6 @@ def test_a_short_soak_samples_on_schedule_and_reports_its_budgets(tmp_path):
         "latency p95 steady",
     ]
     assert [b["series"] for b in soak["budgets"]][:2] == ["checkpoint_files:ingest", "table_files:bronze"]
-    assert len(soak["series"]["rss_mib"]) == 7
     assert {"checkpoint_mib:ingest", "delta_log_mib:bronze", "latency_p95_s"} <= set(soak["series"])
     assert soak["maintenance"] and {m["table"] for m in soak["maintenance"]} == {"bronze"}
     # Exit 0 exactly when every budget passed (and every event landed once).
@@ -276,5 +283,5 @@ def test_a_short_soak_samples_on_schedule_and_reports_its_budgets(tmp_path):
     assert "## Soak plots" in markdown
     for name in ("soak_rss", "soak_checkpoint_files", "soak_table_files", "soak_delta_log", "soak_latency"):
         assert (report_dir / "plots" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "soak: 7 samples, warm-up 5 s" in bench.stdout
+    assert f"soak: {taken} samples, warm-up 5 s" in bench.stdout
     bench.assert_nothing_left()
