@@ -262,12 +262,19 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
         with contextlib.ExitStack() as cleanup:
             cleanup.callback(self._stack.close)
             if self._spark is not None:
-                cleanup.callback(self._spark.stop)
+                from jobs.session import stop_session
+
+                cleanup.callback(stop_session, self._spark)
             for pipeline in self.pipelines:
                 if isinstance(pipeline, IngestPipeline):
                     cleanup.callback(pipeline.stages.close)
             for query in self.queries.values():
                 cleanup.callback(_stop_query, query)
+
+    @property
+    def spark_log(self) -> Path:
+        """Where the JVM's output goes (see :meth:`start_spark`)."""
+        return self.run_dir / "spark.log"
 
     @property
     def target(self) -> LocalTarget:
@@ -316,9 +323,14 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
 
         names = ", ".join(p.name for p in self.pipelines)
         where = self.settings.spark_master or "local mode"
-        self.show.step(f"starting Spark ({where}) and the pipelines: {names}")
+        self.show.step(f"starting Spark ({where}) and the pipelines: {names}; Spark's log: {self.spark_log}")
+        # Spark's own output (its warnings, the JDK's, a thread's dying trace) goes to the run's log: the
+        # terminal shows the demo's progress and verdict only.
         spark = build_session(
-            "lakestack-demo", master=self.settings.spark_master, conf=self.settings.spark_conf
+            "lakestack-demo",
+            master=self.settings.spark_master,
+            conf=self.settings.spark_conf,
+            jvm_output=self.spark_log,
         )
         self._spark = spark
         spark.conf.set("spark.sql.streaming.stopTimeout", _QUERY_STOP_TIMEOUT)
