@@ -285,3 +285,36 @@ def test_a_short_soak_samples_on_schedule_and_reports_its_budgets(tmp_path):
         assert (report_dir / "plots" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert f"soak: {taken} samples, warm-up 5 s" in bench.stdout
     bench.assert_nothing_left()
+
+
+# What must not reach the terminal of an interrupted bench: Spark's and the JVM's own output (it goes to the
+# run's spark.log), a dying thread's trace, a Python traceback.
+NOISE = ("Exception in thread", "StackOverflowError", "\tat ", "Traceback (most recent call last)", " WARN ")
+
+
+@pytest.mark.slow
+def test_a_bench_stopped_while_the_fraud_job_runs_its_batches_leaves_a_quiet_terminal(tmp_path):
+    # SIGTERM once the fraud job has read rows: its stateful micro-batches (foreachBatch in Python) are what a
+    # stop cut into, and that once printed a java.lang.StackOverflowError from "stream execution thread for
+    # fraud". Bounded: at most --duration of load, and the stop itself.
+    bench = Bench(tmp_path, "--duration", "120s", "--rate", "300", "--users", "2", "--pipelines", "fraud")
+    bench.wait_for("sending events of each of")
+
+    def fraud_read_rows() -> bool:
+        lines = [line for line in bench.stderr if "fraud read " in line]
+        return bool(lines) and not lines[-1].split("fraud read ")[1].startswith("0 ")
+
+    assert _wait_until(fraud_read_rows, timeout_s=START_TIMEOUT_S), "".join(bench.stderr)[-3000:]
+    os.kill(bench.process.pid, signal.SIGTERM)
+    status, result = bench.finish()
+
+    output = "".join(bench.stderr) + bench.stdout
+    assert status == 143, output[-3000:]
+    assert (result["outcome"], result["teardown"]) == ("interrupted: SIGTERM during load", "complete")
+    assert [noise for noise in NOISE if noise in output] == [], output[-5000:]
+    report_dir = Path(result["report_dir"])
+    assert "**INTERRUPTED: SIGTERM during load; teardown complete**" in (report_dir / "report.md").read_text()
+    # What Spark said went to the run's log instead.
+    (spark_log,) = report_dir.glob("**/spark.log")
+    assert spark_log.stat().st_size > 0
+    bench.assert_nothing_left()
