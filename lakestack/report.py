@@ -91,9 +91,13 @@ class RunReport:
     def failed_pipelines(self) -> list[str]:
         return [name for name, figures in self.pipelines.items() if not figures.get("ok")]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, batches: bool = False) -> dict[str, Any]:
+        """The report as JSON-ready data: the summary (what the one-line ``--json`` prints), or with
+        ``batches`` also every micro-batch's stage record (what report.json keeps)."""
         data = asdict(self)
         data.pop("timeline", None)
+        if not batches and data["stages"] is not None:
+            data["stages"] = {k: v for k, v in data["stages"].items() if k != "batches"}
         data["ok"] = self.ok
         return data
 
@@ -279,7 +283,7 @@ class RunReport:
                 f"![stage time per micro-batch]({(self.stages or {}).get('plot')})",
                 "Stage plot not drawn: matplotlib is missing (`pip install 'lakestack[report]'`).",
             )
-        data = self.to_dict()
+        data = self.to_dict(batches=True)
         if settings:
             data = {**data, "run_settings": dict(settings)}
         files = write_report_files(

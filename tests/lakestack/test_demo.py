@@ -74,6 +74,11 @@ def test_demo_json_reports_every_event_landed_once_and_the_sales_pipeline_ok(tmp
     assert (run_dir / document["stages"]["plot"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "PASS: every acknowledged event landed exactly once" in (run_dir / "report.md").read_text()
     assert "PASS: every acknowledged event landed exactly once; pipelines ok: sales" in result.stdout
+    # The terminal carries the demo's own lines only: Spark's and the JDK's output went to the run's spark.log.
+    terminal = result.stdout + result.stderr
+    noise = ("WARNING: Using incubator modules", " WARN ", "\tat ", "Exception in thread", "Traceback")
+    assert [n for n in noise if n in terminal] == [], result.stderr[-3000:]
+    assert "WARNING: Using incubator modules" in (run_dir / "spark.log").read_text()
     assert sorted(report["pipelines"]) == ["ingest", "sales"]
     sales = report["pipelines"]["sales"]
     assert sales["ok"] is True, sales

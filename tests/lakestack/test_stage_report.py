@@ -72,6 +72,19 @@ def test_report_json_carries_the_stages_and_the_plot_is_written_beside_it(tmp_pa
     assert (tmp_path / "stages.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_the_one_line_json_keeps_the_stage_summary_and_leaves_the_batches_to_report_json(tmp_path: Path):
+    report = _report(
+        {"summary": SUMMARY, "batches": [RECORD, {**RECORD, "batch_id": 4}], "plot": "stages.png"}
+    )
+
+    line = report.to_json()
+
+    assert "\n" not in line
+    assert json.loads(line)["stages"] == {"summary": SUMMARY, "plot": "stages.png"}
+    json_path, _ = report.write(tmp_path)
+    assert [b["batch_id"] for b in json.loads(json_path.read_text())["stages"]["batches"]] == [3, 4]
+
+
 def test_a_report_without_stages_has_no_stage_section(tmp_path: Path):
     report = _report(None)
 
