@@ -136,6 +136,10 @@ def test_ingest_through_spark_submit_as_a_cluster_runs_it(moto_endpoint, unique_
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
     _run(command, env, tmp_path / "out.log")
     _assert_exactly_once_by_delta_spark(moto_endpoint, unique_name)
+    # A clean available-now run ends its log clean: its progress listener is gone before the session stops.
+    log = (tmp_path / "out.log").read_text()
+    assert "ingest: stopped" in log
+    assert [line for line in log.splitlines() if "StreamingQueryListenerBus" in line] == []
 
 
 def _executors(driver: psutil.Process) -> list[psutil.Process]:
