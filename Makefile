@@ -18,7 +18,7 @@ PIP_VERSION := 26.3
 DEMO_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test test-fast test-spark35 azurite jars jars-spark35 lint typecheck format bench lock lock-jars clean java mvn
+.PHONY: help demo report-screenshot test test-fast test-spark35 azurite jars jars-spark35 lint typecheck format bench lock lock-jars clean java mvn
 
 help:
 	@echo "make demo       run the whole pipeline on this machine (embedded emulator, no cloud account)"
@@ -26,6 +26,7 @@ help:
 	@echo "make test-fast  the same without the Spark, emulator-process and demo tests (inner loop)"
 	@echo "make test-spark35  the Azure-path job tests under pyspark 3.5 (Synapse's Spark), in $(VENV35)"
 	@echo "make bench      run the benchmarks in bench/ (slow; prints medians and ratios)"
+	@echo "make report-screenshot  the newest report page (or REPORT=path/report.html) as headless Chromium renders it"
 	@echo "make jars       fetch Spark's Delta, S3 and Kafka jars with Maven (pinned; demo and test do it on first use)"
 	@echo "make lock       re-resolve requirements.lock from pyproject.toml"
 	@echo "make lock-jars  re-record the jars' SHA-256s after changing jars/pom.xml"
@@ -86,6 +87,12 @@ azurite: $(AZURITE_STAMP)
 
 demo: java $(STAMP) $(JARS40) $(AZURITE_STAMP)
 	$(BIN)/lakestack demo $(DEMO_ARGS)
+
+# Needs Chromium on PATH (e.g. apt-get install chromium); nothing else does (its test skips without it).
+REPORT ?= $(lastword $(sort $(wildcard reports/*/report.html)))
+report-screenshot: $(STAMP)
+	@test -n "$(REPORT)" || { echo "no report under reports/: run make demo first, or pass REPORT=path/report.html"; exit 2; }
+	$(BIN)/python -m lakestack.report_screenshot $(REPORT)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

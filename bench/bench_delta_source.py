@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
 import statistics
 import sys
 import tempfile
@@ -44,6 +43,7 @@ import psutil
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
+from bench._common import load_average_line
 from jobs.ingest import bronze_schema
 from jobs.session import build_session
 from jobs.sources import read_delta_stream
@@ -212,7 +212,7 @@ def main() -> int:
             f"CPU seconds, {name + ':':20s} JVM median {statistics.median(j for j, _ in laps):.2f}, "
             f"Python processes median {statistics.median(p for _, p in laps):.2f}"
         )
-    print(f"load average (1, 5, 15 min): {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print(load_average_line())
     spark.stop()
     return 0
 

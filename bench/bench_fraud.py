@@ -18,54 +18,21 @@ import random
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import psutil
 import pyarrow as pa
+
+from bench._common import PeakRss
 
 print = functools.partial(print, flush=True)
 ACCOUNTS = 10_000
 COMMIT_ROWS = 20_000
 # The last stateful-operator progress of the fraud query, kept by a listener (the job stops its own query).
 _LAST: dict = {}
-
-
-class PeakRss:
-    """Samples RSS summed over this process and its descendants (driver, JVM, Python workers)."""
-
-    def __init__(self) -> None:
-        self.peak, self._stop = 0, threading.Event()
-        self.breakdown: dict[str, int] = {}
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        me = psutil.Process()
-        while not self._stop.is_set():
-            total, parts = 0, {}
-            for proc in [me, *me.children(recursive=True)]:
-                try:
-                    rss = proc.memory_info().rss
-                    kind = "jvm" if proc.name() == "java" else "python"
-                    parts[kind] = parts.get(kind, 0) + rss
-                    total += rss
-                except psutil.Error:
-                    continue
-            if total > self.peak:
-                self.peak, self.breakdown = total, parts
-            self._stop.wait(0.2)
-
-    def __enter__(self) -> PeakRss:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 def fill_bronze(uri: str, events: int, *, seed: int = 11) -> int:

@@ -1,15 +1,18 @@
-"""Benchmark: the Kinesis source draining a pre-filled emulator stream vs a bare boto3 GetRecords loop.
+"""Benchmark: the Kinesis source draining a pre-filled emulator stream vs a bare GetRecords loop on the same stream.
 
-Both drain the same stream (4 shards) in the same run, several repetitions each; prints medians, the ratio
-(target >= 0.9), the peak memory of the job's process tree (driver Python + JVM + Spark's Python workers
-and the source's planner; as PSS, shared pages counted once, and as RSS summed; the emulator and the bare loop run in processes of their own and are not counted)
-with its breakdown at the peak and the JVM's max heap, and the load average at the start, after each
-repetition and at the end. The memory target (< 1.5 GB) is for a 1,000,000-record backlog. By default the job is the ingest job writing a
-bronze Delta table on the emulator's S3; `--sink noop` writes to Spark's noop sink to isolate the source.
+For each master (``local[2]`` and ``local-cluster[2,1,1024]``) and each shard count (1, 2, 4), in one run: the
+source (Spark's noop sink by default, so the source alone is measured) drains the backlog and a bare boto3
+loop drains the same stream; prints both rates, their ratio, the CPU seconds per MB of the source's planner
+(the Python process the driver runs the source's ``latestOffset`` in; records are read by the executors,
+so this is meant to be near 0), and the peak PSS of the driver (its Python and its JVM) and of each executor
+(its JVM and its Python workers; in ``local[2]`` the executor is the driver's JVM).
 
-    .venv/bin/python bench/bench_kinesis_source.py                     # 200k records, ~3 minutes
-    .venv/bin/python bench/bench_kinesis_source.py --records 1000000   # the target's backlog, ~15 minutes
-    .venv/bin/python bench/bench_kinesis_source.py --spark-conf spark.driver.memory=768m  # try another heap
+The bare loop reads every shard in a thread of its own and keeps to the per-shard read quota the source keeps
+to (5 GetRecords/s and 2 MB/s per shard), so the ratio compares like with like; ``--bare-unpaced`` measures
+the emulator's raw speed instead. The planner's CPU is sampled every 0.2 s (its last sample counts).
+
+    .venv/bin/python bench/bench_kinesis_source.py                      # 100k records per stream
+    .venv/bin/python bench/bench_kinesis_source.py --records 1000000    # the issue's backlog (long here)
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ import functools
 import json
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,14 +39,14 @@ import boto3
 import psutil
 
 REGION = "us-east-1"
-LAKE_BUCKET = "bench-lake"
-TARGET_RATIO = 0.9
-TARGET_PEAK_BYTES = 1_500_000_000  # 1.5 GB (1.40 GiB)
+MASTERS = ("local[2]", "local-cluster[2,1,1024]")
+SHARDS = (1, 2, 4)
+PLANNER_MODULE = "python_streaming_source_runner"
+PAYLOAD = b'{"event_id":"%08d","amount":12.34,"account":"acct-0042","kind":"sale","pad":"%s"}'
 print = functools.partial(print, flush=True)
 
 
 def start_emulator() -> tuple[subprocess.Popen, str]:
-    # The kit's own emulator process (moto with safe, O(1) shard writes), so pre-filling 1M records is fast.
     from lakestack.emulator import free_port, start_server
 
     port = free_port()
@@ -52,14 +54,21 @@ def start_emulator() -> tuple[subprocess.Popen, str]:
     return start_server(port, log_path=log), f"http://127.0.0.1:{port}"
 
 
-def fill(client, stream: str, records: int) -> None:
-    client.create_stream(StreamName=stream, ShardCount=4)
-    payload = b'{"event_id":"%08d","amount":12.34,"account":"acct-0042","kind":"sale","pad":"xxxxxxxxxx"}'
+def fill(client, stream: str, shards: int, records: int, record_bytes: int) -> int:
+    """Create ``stream`` with ``shards`` shards holding ``records`` records; returns the payload bytes."""
+    client.create_stream(StreamName=stream, ShardCount=shards)
+    while (
+        client.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamStatus"]
+        != "ACTIVE"
+    ):
+        time.sleep(0.1)
+    total = 0
     for offset in range(0, records, 500):
-        entries = [
-            {"PartitionKey": f"k{i % 997}", "Data": payload % i}
-            for i in range(offset, min(offset + 500, records))
-        ]
+        entries = []
+        for i in range(offset, min(offset + 500, records)):
+            data = PAYLOAD % (i, b"x" * max(0, record_bytes - 80))
+            total += len(data)
+            entries.append({"PartitionKey": f"k{i % 997}", "Data": data})
         for _ in range(10):
             reply = client.put_records(StreamName=stream, Records=entries)
             if reply["FailedRecordCount"] == 0:
@@ -67,107 +76,82 @@ def fill(client, stream: str, records: int) -> None:
             entries = [e for e, r in zip(entries, reply["Records"], strict=True) if "ErrorCode" in r]
         else:
             raise SystemExit("could not pre-fill the stream")
-
-
-BARE_LOOP_FLAG = "--bare-loop"
-
-
-def bare_loop_in_child(endpoint: str, stream: str) -> tuple[int, float]:
-    """(records, seconds) of :func:`bare_loop` run in a process of its own, timed inside it (start-up excluded).
-
-    Its own process, so the baseline's memory (botocore's parsed replies) is not charged to the job's tree.
-    """
-    out = subprocess.run(
-        [sys.executable, __file__, BARE_LOOP_FLAG, endpoint, stream],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=1800,
-    ).stdout
-    records, seconds = json.loads(out.strip().splitlines()[-1])
-    return int(records), float(seconds)
-
-
-def bare_loop(client, stream: str) -> int:
-    total = 0
-    for shard in client.list_shards(StreamName=stream)["Shards"]:
-        iterator = client.get_shard_iterator(
-            StreamName=stream, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
-        )["ShardIterator"]
-        while iterator:
-            reply = client.get_records(ShardIterator=iterator, Limit=10_000)
-            total += len(reply["Records"])
-            iterator = reply.get("NextShardIterator")
-            if not reply["Records"] and not reply.get("MillisBehindLatest"):
-                break
     return total
 
 
-class PeakRss:
-    """Samples RSS and PSS summed over this process and its descendants, the emulator excluded.
+def bare_shard(client, stream: str, shard_id: str, paced: bool) -> int:
+    iterator = client.get_shard_iterator(
+        StreamName=stream, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
+    )["ShardIterator"]
+    total, ready = 0, 0.0
+    while iterator:
+        if paced:
+            time.sleep(max(0.0, ready - time.monotonic()))
+        began = time.monotonic()
+        reply = client.get_records(ShardIterator=iterator, Limit=10_000)
+        nbytes = sum(len(r["Data"]) for r in reply["Records"])
+        ready = began + max(0.2, nbytes / (2 * 1024 * 1024))
+        total += len(reply["Records"])
+        iterator = reply.get("NextShardIterator")
+        if not reply["Records"] and not reply.get("MillisBehindLatest"):
+            break
+    return total
 
-    RSS summed over processes counts every shared page once per process that maps it: the shared libraries
-    (libarrow, libpython, the JDK's) and the pages a forked Python worker still shares with its daemon. PSS
-    (proportional set size, from ``/proc/<pid>/smaps_rollup``) divides each shared page among the processes that
-    map it, so its sum is the memory the tree really holds; the target is judged on it, and both are printed.
 
-    The breakdown at the peak: ``driver`` (this Python process: the driver, foreachBatch and delta-rs), ``jvm``
-    (Spark's JVM) and ``python workers`` (Spark's Python daemons and workers, and the source's planner).
-    """
+def bare_loop(endpoint: str, stream: str, paced: bool) -> tuple[int, float]:
+    """One thread per shard, each draining its shard: (records, seconds)."""
+    client = boto3.client("kinesis", region_name=REGION, endpoint_url=endpoint)
+    shards = [s["ShardId"] for s in client.list_shards(StreamName=stream)["Shards"]]
+    counts: list[int] = []
+    began = time.perf_counter()
+    threads = [
+        threading.Thread(target=lambda s=s: counts.append(bare_shard(client, stream, s, paced)))
+        for s in shards
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return sum(counts), time.perf_counter() - began
 
-    def __init__(self, exclude: int) -> None:
-        # The emulator's process and the baseline's (run with BARE_LOOP_FLAG) are not the job's.
-        self.exclude, self.peak, self.peak_pss, self._stop = exclude, 0, 0, threading.Event()
-        self.breakdown: dict[str, int] = {}
-        # Per role at the peak: (processes, bytes). Roles: a Python worker's module (after "-m").
-        self.roles: dict[str, tuple[int, int]] = {}
+
+class Sampler:
+    """Peak PSS per role (driver: this Python + the driver JVM; each executor: its JVM + Python workers) and
+    the CPU seconds of the source's planner process(es), sampled every 0.2 s over this process's tree."""
+
+    def __init__(self) -> None:
+        self.peak: dict[str, int] = {}
+        self.planner_cpu: dict[int, float] = {}
+        self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _role(self, proc: psutil.Process, chain: list[psutil.Process]) -> str:
+        for p in chain:
+            if any("CoarseGrainedExecutorBackend" in part for part in p.cmdline()):
+                return f"executor {p.pid}"
+        return "driver"
 
     def _run(self) -> None:
         me = psutil.Process()
         while not self._stop.is_set():
-            total, total_pss, parts, roles = 0, 0, {}, {}
+            now: dict[str, int] = {}
             for proc in [me, *me.children(recursive=True)]:
                 try:
-                    if proc.pid == self.exclude or self.exclude in {p.pid for p in proc.parents()}:
+                    argv = " ".join(proc.cmdline())
+                    if "--bare" in argv:
                         continue
-                    argv = proc.cmdline()
-                    if BARE_LOOP_FLAG in argv:
-                        continue
-                    parent = proc.parent()
-                    if parent is not None and parent.name() == "java" and argv == parent.cmdline():
-                        # The JVM spawning a Python worker: until the child execs it shares the JVM's memory
-                        # (vfork) and its RSS is the JVM's (its name is the spawning thread's), so counting
-                        # it would count the JVM twice.
-                        continue
-                    memory = proc.memory_full_info()
-                    rss = memory.rss
-                    total_pss += memory.pss
-                    role = self._role(proc, me.pid)
-                    kind = role if role in ("driver", "jvm") else "python workers"
-                    parts[kind] = parts.get(kind, 0) + rss
-                    count, size = roles.get(role, (0, 0))
-                    roles[role] = (count + 1, size + rss)
-                    total += rss
+                    if PLANNER_MODULE in argv:
+                        cpu = proc.cpu_times()
+                        self.planner_cpu[proc.pid] = cpu.user + cpu.system
+                    role = self._role(proc, [proc, *proc.parents()])
+                    now[role] = now.get(role, 0) + proc.memory_full_info().pss
                 except psutil.Error:
                     continue
-            if total > self.peak:
-                self.peak, self.breakdown, self.roles = total, parts, roles
-            self.peak_pss = max(self.peak_pss, total_pss)
+            for role, size in now.items():
+                self.peak[role] = max(self.peak.get(role, 0), size)
             self._stop.wait(0.2)
 
-    @staticmethod
-    def _role(proc: psutil.Process, driver: int) -> str:
-        if proc.pid == driver:
-            return "driver"
-        argv = proc.cmdline()
-        if proc.name() == "java":
-            return "jvm"
-        # "python -m pyspark.daemon pyspark.worker" and its forks; the source's planner runs a module too.
-        module = argv[argv.index("-m") + 1 :] if "-m" in argv else argv[-1:]
-        return " ".join(module)
-
-    def __enter__(self) -> PeakRss:
+    def __enter__(self) -> Sampler:
         self._thread.start()
         return self
 
@@ -176,162 +160,111 @@ class PeakRss:
         self._thread.join()
 
 
-def run_job(spark, stream: str, endpoint: str, *, cap: int, workdir: Path, sink: str) -> tuple[int, float]:
+def drain(spark, stream: str, endpoint: str, workdir: Path, cap: int) -> tuple[int, float]:
     from jobs.sources import read_kinesis_stream, read_source_metrics
 
-    run_id = time.monotonic_ns()
-    checkpoint = str(workdir / f"ck-{run_id}")
+    checkpoint = str(workdir / f"ck-{stream}")
     began = time.perf_counter()
-    if sink == "lake":
-        # The real ingest job: source -> bronze Delta table through the lake layer (delta-rs).
-        from jobs import ingest
-
-        settings = ingest.IngestSettings(
-            stream=stream,
-            region=REGION,
-            # On the emulator's S3: the ingest job applies its endpoint to the table as well as the stream.
-            table=f"s3://{LAKE_BUCKET}/bronze-{run_id}",
-            checkpoint=checkpoint,
-            endpoint_url=endpoint,
-            trigger="processing-time=0s",
-            max_records_per_shard=cap,
-        )
-        query = ingest.start(spark, settings)
-    else:
-        df = read_kinesis_stream(
-            spark,
-            stream_name=stream,
-            region=REGION,
-            checkpoint_location=checkpoint,
-            endpoint_url=endpoint,
-            max_records_per_shard=cap,
-        )
-        query = df.writeStream.format("noop").option("checkpointLocation", checkpoint).start()
+    df = read_kinesis_stream(
+        spark,
+        stream_name=stream,
+        region=REGION,
+        checkpoint_location=checkpoint,
+        endpoint_url=endpoint,
+        max_records_per_shard=cap,
+    )
+    query = df.writeStream.format("noop").option("checkpointLocation", checkpoint).start()
     try:
         query.processAllAvailable()
     finally:
         query.stop()
     elapsed = time.perf_counter() - began
-    rows = sum(m["records"] for m in read_source_metrics(checkpoint))
-    return rows, elapsed
+    return sum(m["records"] for m in read_source_metrics(checkpoint)), elapsed
 
 
-def jvm_max_heap(spark) -> int:
-    """The driver JVM's maximum heap in bytes, as the JVM itself reports it (what -Xmx came to)."""
-    return int(spark.sparkContext._jvm.java.lang.Runtime.getRuntime().maxMemory())
+def one_master(args: argparse.Namespace) -> None:
+    """The runs of one master, in a process of its own (one Spark application per master)."""
+    from jobs.session import build_session
 
-
-def load_average() -> str:
-    return ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    client = boto3.client("kinesis", region_name=REGION, endpoint_url=args.endpoint)
+    spark = build_session("bench-kinesis-source", master=args.master)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        warm = f"warm-{time.monotonic_ns()}"
+        fill(client, warm, 1, 5_000, args.record_bytes)
+        drain(spark, warm, args.endpoint, Path(tmp), args.max_records_per_shard)
+        for shards in SHARDS:
+            stream = f"bench-{shards}-{time.monotonic_ns()}"
+            nbytes = fill(client, stream, shards, args.records, args.record_bytes)
+            bare_n, bare_s = bare_loop(args.endpoint, stream, not args.bare_unpaced)
+            with Sampler() as sampler:
+                n, seconds = drain(spark, stream, args.endpoint, Path(tmp), args.max_records_per_shard)
+            if n != args.records or bare_n != args.records:
+                raise SystemExit(f"expected {args.records} from both, got job={n} bare={bare_n}")
+            executors = {k: v for k, v in sampler.peak.items() if k.startswith("executor")}
+            rows.append(
+                {
+                    "master": args.master,
+                    "shards": shards,
+                    "records": n,
+                    "mb": nbytes / 1e6,
+                    "job_rps": n / seconds,
+                    "bare_rps": bare_n / bare_s,
+                    "planner_cpu_s": sum(sampler.planner_cpu.values()),
+                    "driver_pss": sampler.peak.get("driver", 0),
+                    "executor_pss": sorted(executors.values(), reverse=True),
+                }
+            )
+            print(json.dumps(rows[-1]))
+    spark.stop()
+    print("RESULT " + json.dumps(rows))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=200_000, help="backlog to drain (the target: 1000000)")
-    parser.add_argument("--repetitions", type=int, default=3)
+    parser.add_argument(
+        "--records", type=int, default=100_000, help="backlog per stream (the issue: 1000000)"
+    )
+    parser.add_argument("--record-bytes", type=int, default=200)
     parser.add_argument("--max-records-per-shard", type=int, default=10_000)
-    parser.add_argument(
-        "--sink",
-        choices=("noop", "lake"),
-        default="lake",
-        help="lake (default): the ingest job into a bronze Delta table; noop: Spark's noop sink (the source alone)",
-    )
-    parser.add_argument(
-        "--spark-conf",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="extra Spark configuration over the local defaults, e.g. spark.driver.memory=768m (repeatable)",
-    )
+    parser.add_argument("--bare-unpaced", action="store_true", help="the bare loop ignores the read quota")
+    parser.add_argument("--master", help=argparse.SUPPRESS)
+    parser.add_argument("--endpoint", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    conf = dict(item.split("=", 1) for item in args.spark_conf)
-    # timeout(1) and kill send SIGTERM: leave through the finally blocks, so the emulator is stopped too.
+    if args.master:
+        one_master(args)
+        return
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-
-    print(f"load average (1, 5, 15 min) at the start: {load_average()}")
     emulator, endpoint = start_emulator()
+    rows = []
     try:
-        client = boto3.client("kinesis", region_name=REGION, endpoint_url=endpoint)
-        stream = "bench-kinesis-source"
-        began = time.perf_counter()
-        fill(client, stream, args.records)
-        print(f"pre-filled {args.records} records in {time.perf_counter() - began:.1f} s")
-
-        if args.sink == "lake":
-            boto3.client("s3", region_name=REGION, endpoint_url=endpoint).create_bucket(Bucket=LAKE_BUCKET)
-        from jobs.session import build_session
-
-        spark = build_session("bench-kinesis-source", conf=conf)
-        max_heap = jvm_max_heap(spark)
-        bare, job = [], []
-        with tempfile.TemporaryDirectory() as tmp, PeakRss(exclude=emulator.pid) as rss:
-            # Warm-up on a small stream of its own: JVM code paths and Python workers, not timed.
-            fill(client, "bench-warm-up", 20_000)
-            run_job(
-                spark,
-                "bench-warm-up",
-                endpoint,
-                cap=args.max_records_per_shard,
-                workdir=Path(tmp),
-                sink=args.sink,
+        for master in MASTERS:
+            command = [sys.executable, __file__, "--master", master, "--endpoint", endpoint]
+            command += ["--records", str(args.records), "--record-bytes", str(args.record_bytes)]
+            command += ["--max-records-per-shard", str(args.max_records_per_shard)]
+            command += ["--bare-unpaced"] if args.bare_unpaced else []
+            out = subprocess.run(command, capture_output=True, text=True, timeout=7200)
+            if out.returncode != 0:
+                raise SystemExit(f"{master}: exit {out.returncode}\n{out.stderr[-3000:]}")
+            rows += json.loads(
+                next(line for line in out.stdout.splitlines() if line.startswith("RESULT "))[7:]
             )
-            for rep in range(args.repetitions):
-                n, seconds = bare_loop_in_child(endpoint, stream)
-                bare.append(n / seconds)
-                rows, elapsed = run_job(
-                    spark, stream, endpoint, cap=args.max_records_per_shard, workdir=Path(tmp), sink=args.sink
-                )
-                job.append(rows / elapsed)
-                print(
-                    f"rep {rep}: bare {n} rows {bare[-1]:,.0f} rows/s | job {rows} rows {job[-1]:,.0f} rows/s "
-                    f"| peak RSS so far {rss.peak / 2**30:.2f} GiB | load average {load_average()}"
-                )
-                if n != args.records or rows != args.records:
-                    raise SystemExit(f"expected {args.records} rows from both, got bare={n} job={rows}")
-        spark.stop()
-        ratio = statistics.median(job) / statistics.median(bare)
-        print(
-            f"\n{args.records:,} records, 4 shards, {args.repetitions} repetitions, sink {args.sink}, "
-            f"max-records-per-shard {args.max_records_per_shard}"
-        )
-        print(f"bare boto3 GetRecords loop: median {statistics.median(bare):,.0f} rows/s")
-        print(f"kinesis source -> {args.sink} sink: median {statistics.median(job):,.0f} rows/s")
-        print(
-            f"ratio job/bare: {ratio:.2f} (target >= {TARGET_RATIO}) "
-            f"{'MET' if ratio >= TARGET_RATIO else 'NOT MET'}"
-        )
-        print(
-            f"peak memory of the job's process tree (PSS: shared pages counted once): {rss.peak_pss / 2**30:.2f} GiB"
-            f" = {rss.peak_pss / 1e9:.2f} GB (target < {TARGET_PEAK_BYTES / 1e9:.1f} GB at 1,000,000 records) "
-            f"{'MET' if rss.peak_pss < TARGET_PEAK_BYTES else 'NOT MET'}"
-            + ("" if args.records >= 1_000_000 else " (backlog below the target's 1,000,000)")
-        )
-        print(
-            f"peak RSS summed over the tree (shared libraries and fork-shared pages counted in every process): "
-            f"{rss.peak / 2**30:.2f} GiB = {rss.peak / 1e9:.2f} GB"
-        )
-        print(
-            "  RSS at the peak: "
-            + ", ".join(f"{k} {v / 2**30:.2f} GiB" for k, v in sorted(rss.breakdown.items()))
-            + f"; JVM max heap {max_heap / 2**30:.2f} GiB"
-        )
-        for role, (count, size) in sorted(rss.roles.items(), key=lambda item: -item[1][1]):
-            print(f"    {size / 2**20:7,.0f} MiB in {count} x {role}")
-        print(f"load average (1, 5, 15 min) at the end: {load_average()}")
     finally:
         emulator.terminate()
         emulator.wait(timeout=30)
-
-
-def bare_loop_main(endpoint: str, stream: str) -> None:
-    client = boto3.client("kinesis", region_name=REGION, endpoint_url=endpoint)
-    began = time.perf_counter()
-    records = bare_loop(client, stream)
-    print(json.dumps([records, time.perf_counter() - began]))
+    paced = "unpaced" if args.bare_unpaced else "paced to 5 calls/s and 2 MB/s per shard"
+    print(f"\n{args.records:,} records of ~{args.record_bytes} B per stream; noop sink; bare loop {paced}")
+    print(
+        "| master | shards | MB | source rec/s | bare rec/s | ratio | planner CPU s/MB | driver PSS MiB | executors PSS MiB |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r['master']} | {r['shards']} | {r['mb']:.1f} | {r['job_rps']:,.0f} | {r['bare_rps']:,.0f} | "
+            f"{r['job_rps'] / r['bare_rps']:.2f} | {r['planner_cpu_s'] / r['mb']:.4f} | "
+            f"{r['driver_pss'] / 2**20:,.0f} | {', '.join(f'{p / 2**20:,.0f}' for p in r['executor_pss']) or '-'} |"
+        )
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == BARE_LOOP_FLAG:
-        bare_loop_main(sys.argv[2], sys.argv[3])
-    else:
-        main()
+    main()

@@ -17,7 +17,6 @@ import argparse
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +26,7 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._common import PeakRss
 from jobs.lake import DeltaRsEngine, JvmDeltaEngine, LakeEngine, foreach_batch_writer
 from jobs.session import build_session
 
@@ -45,34 +45,11 @@ def median_ratio(name: str, unit: str, jvm: list[float], rs: list[float]) -> Non
     print(f"{name:<28} delta-spark {a:>12,.1f} {unit}   delta-rs {b:>12,.1f} {unit}   ratio {a / b:.2f}")
 
 
-class PeakRss:
-    """Samples the resident memory of this process and of its JVM child every 20 ms, keeping the peaks."""
-
-    def __init__(self) -> None:
-        me = psutil.Process()
-        self.python = me
-        self.jvm = next((c for c in me.children(recursive=True) if "java" in c.name()), None)
-        self.peaks = {"python": 0, "jvm": 0}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def _sample(self) -> None:
-        while not self._stop.is_set():
-            for key, process in (("python", self.python), ("jvm", self.jvm)):
-                if process is not None:
-                    try:
-                        self.peaks[key] = max(self.peaks[key], process.memory_info().rss)
-                    except psutil.NoSuchProcess:
-                        pass
-            time.sleep(0.02)
-
-    def __enter__(self) -> PeakRss:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
+def driver_role(process: psutil.Process, me: psutil.Process) -> str | None:
+    """This process ("python") and the driver JVM ("jvm"), for :class:`bench._common.PeakRss`."""
+    if process.pid == me.pid:
+        return "python"
+    return "jvm" if "java" in process.name() else None
 
 
 def timed(work: Callable[[], object]) -> float:
@@ -146,9 +123,11 @@ def main() -> int:
             line = [f"  {size:>12,} rows"]
             for name, make in engines.items():
                 table = make().table(str(root / f"rss-{name}-{size}"))
-                with PeakRss() as peak:
+                with PeakRss(role=driver_role, interval_s=0.02) as peak:
                     foreach_batch_writer(table, app_id="rss")(big, 0)
-                line.append(f"{name} {peak.peaks['python'] / 2**20:,.0f} / {peak.peaks['jvm'] / 2**20:,.0f}")
+                line.append(
+                    f"{name} {peak.peaks.get('python', 0) / 2**20:,.0f} / {peak.peaks.get('jvm', 0) / 2**20:,.0f}"
+                )
             print("   ".join(line))
     spark.stop()
     return 0

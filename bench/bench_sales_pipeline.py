@@ -14,21 +14,19 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import psutil
 import pyarrow as pa
 from deltalake import write_deltalake
 
+from bench._common import PeakRss, load_average_line
 from jobs.ingest import bronze_schema
 from jobs.pipelines import sales
 from jobs.pipelines._job import JobSettings
@@ -37,34 +35,6 @@ from jobs.sources import read_delta_stream
 from loadtest.generators import make_generator
 
 print = functools.partial(print, flush=True)
-
-
-class PeakRss:
-    """Samples RSS summed over this process and its descendants (the JVM and Python workers)."""
-
-    def __init__(self) -> None:
-        self.peak, self._stop = 0, threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        me = psutil.Process()
-        while not self._stop.is_set():
-            total = 0
-            for proc in [me, *me.children(recursive=True)]:
-                try:
-                    total += proc.memory_info().rss
-                except psutil.Error:
-                    continue
-            self.peak = max(self.peak, total)
-            self._stop.wait(0.2)
-
-    def __enter__(self) -> PeakRss:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 def build_bronze(uri: str, events: int, files: int) -> int:
@@ -150,7 +120,7 @@ def main() -> int:
         f"ratio pipeline/drain = {pipeline_rate / drain_rate:.2f} (no target: the cost of classifying, routing, writing)"
     )
     print(f"peak RSS of the job's process tree: {rss.peak / 2**30:.2f} GiB")
-    print(f"load average (1, 5, 15 min): {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print(load_average_line())
     spark.stop()
     return 0
 

@@ -6,8 +6,9 @@ its package data (the fraud model ``jobs/pipelines/fraud_model.json`` that the f
 network, the same bytes for the same files. The same wheel goes to EMR (installed into the packed environment)
 and to Synapse (on ``spark.submit.pyFiles``, imported from the zip).
 
-The environment is the project's base dependencies installed for the cluster's Python (3.11) and CPU
-architecture with ``pip install --target --platform ... --only-binary=:all:``, packed as a tarball that
+The environment is the project's base dependencies and what they need, at the exact versions
+``requirements.lock`` pins for the cluster's Python (3.11) and platform, installed for its CPU architecture with
+``pip install --no-deps --target --platform ... --only-binary=:all:``, packed as a tarball that
 spark-submit ships with ``--archives``: YARN unpacks it next to the driver and every executor, so a new
 job version needs no bootstrap action and no new cluster. Spark is not in the base list: the cluster has it.
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -104,6 +106,100 @@ class LoadgenArtifacts:
 def cluster_requirements(pyproject: Path) -> tuple[str, ...]:
     """The project's base dependencies: what the jobs need on a cluster (extras are for this machine)."""
     return tuple(sorted(tomllib.loads(pyproject.read_text())["project"]["dependencies"]))
+
+
+LOCK_FILE = "requirements.lock"
+_LOCK_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;]+)\s*(?:;\s*(.+))?$")
+_VIA_LINE = re.compile(r"^\s*#\s+(?:via\s+)?([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^]]*\])?\s*$")
+
+
+@dataclass(frozen=True)
+class LockedPackage:
+    """One pinned line of ``requirements.lock``: name, version, environment marker, who needs it."""
+
+    name: str
+    version: str
+    marker: str | None
+    needed_by: tuple[str, ...]
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def read_lock(lock: Path) -> list[LockedPackage]:
+    """The pins of a ``uv pip compile`` lockfile, with the ``# via`` names that require each."""
+    found: list[LockedPackage] = []
+    current: tuple[str, str, str | None] | None = None
+    via: list[str] = []
+
+    def flush() -> None:
+        if current is not None:
+            found.append(LockedPackage(current[0], current[1], current[2], tuple(via)))
+
+    for line in lock.read_text().splitlines():
+        pinned = _LOCK_LINE.match(line)
+        if pinned:
+            flush()
+            current, via = (_canonical(pinned.group(1)), pinned.group(2), pinned.group(3)), []
+            continue
+        named = _VIA_LINE.match(line)
+        if current is not None and named and named.group(1) != "via":
+            via.append(_canonical(named.group(1)))
+    flush()
+    return found
+
+
+def cluster_environment_markers(architecture: Architecture) -> dict[str, str]:
+    """The marker values of the cluster's interpreter: CPython 3.11 on Linux, ``architecture``."""
+    return {
+        "python_version": CLUSTER_PYTHON,
+        "python_full_version": f"{CLUSTER_PYTHON}.0",
+        "implementation_name": "cpython",
+        "platform_python_implementation": "CPython",
+        "sys_platform": "linux",
+        "platform_system": "Linux",
+        "os_name": "posix",
+        "platform_machine": architecture,
+    }
+
+
+def locked_cluster_requirements(
+    pyproject: Path, lock: Path, *, architecture: Architecture
+) -> tuple[str, ...]:
+    """``name==version`` for the base dependencies and everything they need, as ``lock`` pins them for the
+    cluster's platform and Python: what the packed environment installs (with no resolution of its own).
+
+    Raises:
+        ArtifactError: a base dependency has no pin for the cluster in the lockfile.
+    """
+    from packaging.markers import Marker
+
+    environment = cluster_environment_markers(architecture)
+    pins: dict[str, LockedPackage] = {}
+    needs: dict[str, set[str]] = {}
+    for package in read_lock(lock):
+        if package.marker is not None and not Marker(package.marker).evaluate(environment):
+            continue
+        pins[package.name] = package
+        for parent in package.needed_by:
+            needs.setdefault(parent, set()).add(package.name)
+    roots = [_canonical(re.split(r"[\s<>=!~;\[]", r, maxsplit=1)[0]) for r in cluster_requirements(pyproject)]
+    missing = [r for r in roots if r not in pins]
+    if missing:
+        raise ArtifactError(
+            f"expected pins for {', '.join(missing)} in {lock}; found none for Python {CLUSTER_PYTHON} on Linux "
+            f"{architecture}. Regenerate the lockfile (see its header) after changing pyproject.toml."
+        )
+    chosen: set[str] = set()
+    todo = list(roots)
+    while todo:
+        name = todo.pop()
+        if name in chosen or name not in pins:
+            continue
+        chosen.add(name)
+        todo.extend(sorted(needs.get(name, ())))
+    return tuple(f"{name}=={pins[name].version}" for name in sorted(chosen))
 
 
 # What ships from a package folder: its modules and their data (the fraud model, Spark's local log settings).
@@ -262,7 +358,10 @@ def build_artifacts(
     Raises:
         ArtifactError: pip failed; the message carries its last lines.
     """
-    requirements = cluster_requirements(project_dir / "pyproject.toml")
+    # Exact versions from the lockfile (the ones the tests ran), for the cluster's platform and Python.
+    requirements = locked_cluster_requirements(
+        project_dir / "pyproject.toml", project_dir / LOCK_FILE, architecture=architecture
+    )
     content_hash = source_hash(project_dir, requirements=requirements, architecture=architecture)
     target = out_dir / content_hash
     launcher = target / LAUNCHER_NAME
@@ -295,6 +394,8 @@ def build_artifacts(
                 "--implementation",
                 "cp",
                 "--only-binary=:all:",
+                # Every package is pinned from the lock: pip installs exactly those, resolving nothing.
+                "--no-deps",
                 *requirements,
                 str(wheel),
             ],

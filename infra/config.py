@@ -7,9 +7,10 @@ the program (:func:`settings_from_pulumi`), so both refuse the same configuratio
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
 import yaml
 
-from infra.errors import ConfigError
+from infra.errors import ConfigError, StackFileSyntaxError
 from infra.sizing import INSTANCE_TYPES, Sizing, size_cluster
 
 if TYPE_CHECKING:
@@ -39,13 +40,15 @@ BRONZE_TABLE = "bronze/events"
 CLOUDS: tuple[Cloud, ...] = get_args(Cloud)
 STREAM_MODES: tuple[StreamMode, ...] = get_args(StreamMode)
 PIPELINES: tuple[Pipeline, ...] = get_args(Pipeline)
+# What `orders` in lakestack:pipelines stands for: both layouts, side by side, as the demo runs them.
+ORDERS_LAYOUTS: tuple[Pipeline, ...] = ("orders-cow", "orders-mor")
 BUCKET_ROLES: tuple[str, ...] = ("lake", "checkpoints", "artifacts", "logs")
 DEFAULT_RELEASE_LABEL = "emr-spark-8.0.0"
 # Kinesis keeps data 24 hours at least and 365 days at most.
 MIN_RETENTION_HOURS, MAX_RETENTION_HOURS = 24, 8760
 # EMR's auto-termination idle timeout ranges from 1 minute to 7 days.
 MAX_IDLE_MINUTES = 7 * 24 * 60
-# A stack nobody re-deploys is tagged to expire this long after its last `pulumi up`.
+# A stack nobody re-deploys is tagged to expire this long after its last `pulumi up` (then to midnight UTC).
 DEFAULT_TTL_HOURS = 24
 MAX_TTL_HOURS = 365 * 24
 EXPIRES_AT_TAG = "lakestack:expires-at"
@@ -174,6 +177,9 @@ class StackSettings:
     loadgen: LoadgenSettings | None = None
     job_flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     aws_profile: str | None = None
+    # The AWS provider's own credentials beyond the profile (keys, assumed roles): the program's direct AWS
+    # calls (the EMR step provider) act with exactly what the provider acts with.
+    aws_credentials: AwsCredentials | None = None
     sizing: Sizing = field(init=False)
 
     def __post_init__(self) -> None:
@@ -241,6 +247,12 @@ def _bool(key: str, value: Any, *, where: str) -> bool:
     raise ConfigError(key, value, "true or false", where=where)
 
 
+def did_you_mean(word: object, choices: Iterable[str]) -> str:
+    """``; did you mean X?`` when ``word`` is close to one of ``choices`` (a typo); empty otherwise."""
+    close = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.7)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
 def _mapping(key: str, value: Any, *, where: str, fields: tuple[str, ...]) -> Mapping[str, Any]:
     if value is None:
         return {}
@@ -249,7 +261,10 @@ def _mapping(key: str, value: Any, *, where: str, fields: tuple[str, ...]) -> Ma
     unknown = sorted(set(value) - set(fields))
     if unknown:
         raise ConfigError(
-            f"{key}.{unknown[0]}", value[unknown[0]], f"one of the keys {', '.join(fields)}", where=where
+            f"{key}.{unknown[0]}",
+            value[unknown[0]],
+            f"one of the keys {', '.join(fields)}{did_you_mean(unknown[0], fields)}",
+            where=where,
         )
     return value
 
@@ -261,6 +276,7 @@ def parse_settings(
     region: str | None = None,
     endpoint_url: str | None = None,
     aws_profile: str | None = None,
+    aws_credentials: AwsCredentials | None = None,
     now: datetime | None = None,
     where: str = "",
 ) -> StackSettings:
@@ -280,7 +296,7 @@ def parse_settings(
     """
     _check_keys(config, where=where)
     cloud = _parse_choice("lakestack:cloud", config.get("cloud", "aws"), CLOUDS, where=where)
-    region = region or "us-east-1"
+    region = _parse_region(region, where=where)
     local = endpoint_url is not None
     suffix = _parse_choice(
         "lakestack:bucketSuffix",
@@ -341,6 +357,7 @@ def parse_settings(
         loadgen=_parse_loadgen(config.get("loadgen"), local=local, where=where),
         job_flags=_parse_job_flags(config.get("jobFlags"), pipelines=pipelines, where=where),
         aws_profile=aws_profile,
+        aws_credentials=aws_credentials,
     )
 
 
@@ -350,9 +367,41 @@ def _check_keys(config: Mapping[str, Any], *, where: str) -> None:
             raise ConfigError(
                 f"lakestack:{key}",
                 config[key],
-                f"one of lakestack:{', lakestack:'.join(_KNOWN_KEYS)}",
+                f"one of lakestack:{', lakestack:'.join(_KNOWN_KEYS)}"
+                + did_you_mean(f"lakestack:{key}", [f"lakestack:{k}" for k in _KNOWN_KEYS]),
                 where=where,
             )
+
+
+def aws_regions(partition: str | None = None) -> tuple[str, ...]:
+    """The AWS regions where the stack's services run (Kinesis), from botocore's tables: of ``partition``
+    (``aws``, ``aws-cn``, ...), or of every partition when ``None``."""
+    import botocore.session
+
+    session = botocore.session.get_session()
+    partitions = session.get_available_partitions() if partition is None else [partition]
+    return tuple(
+        region
+        for name in partitions
+        for region in session.get_available_regions("kinesis", partition_name=name)
+    )
+
+
+def _parse_region(value: Any, *, where: str) -> str:
+    """``aws:region``: unset means us-east-1; a name AWS does not have is refused (it would be planned and priced
+    as if it were us-east-1, and fail only at `pulumi up`)."""
+    if value is None:
+        return "us-east-1"
+    if value not in aws_regions():
+        commercial = sorted(aws_regions("aws"))
+        raise ConfigError(
+            "aws:region",
+            value,
+            f"an AWS region{did_you_mean(value, commercial)} (one of {', '.join(commercial)}, or a GovCloud/China "
+            "region)",
+            where=where,
+        )
+    return str(value)
 
 
 def _parse_choice(key: str, value: Any, allowed: tuple[T, ...], *, where: str) -> T:
@@ -405,6 +454,20 @@ def _parse_cluster(
         where=where,
         allowed=f"an integer from 1 to {instance.vcpus} (the vCPUs of {instance_type})",
     )
+    if "maxWorkers" in raw:
+        # A set maxWorkers caps the parallelism: name the value that is out of range, and the range.
+        ceiling = _int(
+            "lakestack:cluster.maxWorkers", raw["maxWorkers"], minimum=1, maximum=None, where=where
+        )
+        if parallelism > ceiling * per_worker:
+            raise ConfigError(
+                "lakestack:parallelism",
+                parallelism,
+                f"an integer from 1 to {ceiling * per_worker} (lakestack:cluster.maxWorkers {ceiling} x "
+                f"lakestack:parallelismPerWorker {per_worker}); lower it, or raise lakestack:cluster.maxWorkers "
+                f"to at least {-(-parallelism // per_worker)}",
+                where=where,
+            )
     sizing = size_cluster(
         parallelism=parallelism, parallelism_per_worker=per_worker, instance=instance, applications=pipelines
     )
@@ -500,17 +563,27 @@ def _parse_stream(value: Any, *, prefix: str, where: str) -> StreamSettings:
     )
 
 
+def expand_pipeline_names(names: Iterable[Any]) -> list[Any]:
+    """``orders`` stands for both layouts, ``orders-cow`` and ``orders-mor`` (as in ``lakestack demo``)."""
+    return [layout for name in names for layout in (ORDERS_LAYOUTS if name == "orders" else (name,))]
+
+
 def _parse_pipelines(value: Any, *, where: str) -> tuple[Pipeline, ...]:
     if not isinstance(value, list | tuple) or not value:
         raise ConfigError(
             "lakestack:pipelines", value, f"a non-empty list of {', '.join(PIPELINES)}", where=where
         )
+    expanded = expand_pipeline_names(value)
     try:
-        names = tuple(_parse_choice("lakestack:pipelines", name, PIPELINES, where=where) for name in value)
+        names = tuple(_parse_choice("lakestack:pipelines", name, PIPELINES, where=where) for name in expanded)
     except ConfigError as error:
-        bad = next(name for name in value if name not in PIPELINES)
+        bad = next(name for name in expanded if name not in PIPELINES)
         raise ConfigError(
-            "lakestack:pipelines", bad, f"pipeline names among {', '.join(PIPELINES)}", where=where
+            "lakestack:pipelines",
+            bad,
+            f"pipeline names among {', '.join(PIPELINES)} (orders: both layouts)"
+            + did_you_mean(bad, [*PIPELINES, "orders"]),
+            where=where,
         ) from error
     if len(set(names)) != len(names):
         twice = next(n for n in names if names.count(n) > 1)
@@ -540,10 +613,17 @@ def _parse_buckets(raw: Mapping[str, Any], *, prefix: str, where: str) -> dict[s
     return names
 
 
-def _parse_expiry(ttl_value: Any, at_value: Any, *, now: datetime | None, where: str) -> datetime:
-    """``lakestack:expiresAt`` (an ISO 8601 time) or ``lakestack:ttlHours`` from now, rounded up to the hour.
+def _now() -> datetime:
+    """The time a TTL counts from (one place, so tests can set the clock)."""
+    return datetime.now(UTC)
 
-    Rounding keeps the tag (and so every resource) unchanged by a second ``pulumi up`` within the same hour.
+
+def _parse_expiry(ttl_value: Any, at_value: Any, *, now: datetime | None, where: str) -> datetime:
+    """``lakestack:expiresAt`` (an ISO 8601 time) or ``lakestack:ttlHours`` from now, rounded up to midnight UTC.
+
+    The tag is on every resource, and a tag change re-sends some of them whole (a Synapse pool, say): rounding
+    to the day keeps every ``pulumi up`` of the same day a no-op; the expiry moves only when asked
+    (``expiresAt``, a new ``ttlHours``) or once a day.
     """
     if ttl_value is not None and at_value is not None:
         raise ConfigError(
@@ -572,9 +652,9 @@ def _parse_expiry(ttl_value: Any, at_value: Any, *, now: datetime | None, where:
         maximum=MAX_TTL_HOURS,
         where=where,
     )
-    start = (now or datetime.now(UTC)).astimezone(UTC) + timedelta(hours=hours)
-    whole_hour = start.replace(minute=0, second=0, microsecond=0)
-    return whole_hour if whole_hour == start else whole_hour + timedelta(hours=1)
+    start = (now or _now()).astimezone(UTC) + timedelta(hours=hours)
+    midnight = start.replace(hour=0, minute=0, second=0, microsecond=0)
+    return midnight if midnight == start else midnight + timedelta(days=1)
 
 
 def _parse_email(value: Any, *, where: str) -> str | None:
@@ -712,10 +792,12 @@ def load_stack_settings(stack: str, *, project_dir: Path | None = None) -> Stack
     path = (project_dir or PROJECT_DIR) / f"Pulumi.{stack}.yaml"
     if not path.is_file():
         found = sorted(p.name for p in path.parent.glob("Pulumi.*.yaml"))
+        names = [name.removeprefix("Pulumi.").removesuffix(".yaml") for name in found]
         raise ConfigError(
             "--stack",
             stack,
-            f"a stack with a file Pulumi.<stack>.yaml in {path.parent} (found: {', '.join(found) or 'none'})",
+            f"a stack with a file Pulumi.<stack>.yaml in {path.parent} (found: {', '.join(found) or 'none'})"
+            + did_you_mean(stack, names),
         )
     raw = stack_file_config(path)
     return parse_settings(
@@ -745,6 +827,9 @@ def settings_from_pulumi(*, project_dir: Path | None = None) -> StackSettings:
         region=aws.get("region"),
         endpoint_url=_endpoint_from(decode_config_value(aws.get("endpoints"))),
         aws_profile=aws.get("profile"),
+        aws_credentials=aws_credentials_from(
+            {key: aws.get(key) for key in ("accessKey", "secretKey", "token", "assumeRole", "assumeRoles")}
+        ),
         where="stack configuration",
     )
 
@@ -767,6 +852,50 @@ def values_from_pulumi(
     return stack, {k: v for k, v in raw.items() if v is not None}
 
 
+@dataclass(frozen=True)
+class AssumedRole:
+    """One role of the AWS provider's ``assumeRoles`` chain."""
+
+    role_arn: str
+    external_id: str = ""
+    session_name: str = ""
+
+
+@dataclass(frozen=True)
+class AwsCredentials:
+    """The AWS provider's explicit credentials: static keys and the roles it assumes, in order."""
+
+    access_key: str = ""
+    secret_key: str = field(default="", repr=False)
+    token: str = field(default="", repr=False)
+    assume_roles: tuple[AssumedRole, ...] = ()
+
+
+def aws_credentials_from(values: Mapping[str, str | None]) -> AwsCredentials | None:
+    """The provider's credentials from its ``aws:*`` config (``accessKey``, ``secretKey``, ``token``,
+    ``assumeRoles`` or the older single ``assumeRole``); ``None`` when none is set (profile or environment)."""
+    raw_roles = decode_config_value(values.get("assumeRoles")) or []
+    single = decode_config_value(values.get("assumeRole"))
+    if isinstance(single, Mapping):
+        raw_roles = [*raw_roles, single]
+    roles = tuple(
+        AssumedRole(
+            role_arn=str(r.get("roleArn", "")),
+            external_id=str(r.get("externalId") or ""),
+            session_name=str(r.get("sessionName") or ""),
+        )
+        for r in raw_roles
+        if isinstance(r, Mapping) and r.get("roleArn")
+    )
+    found = AwsCredentials(
+        access_key=values.get("accessKey") or "",
+        secret_key=values.get("secretKey") or "",
+        token=values.get("token") or "",
+        assume_roles=roles,
+    )
+    return None if found == AwsCredentials() else found
+
+
 def decode_config_value(value: str | None) -> Any:
     """A ``pulumi.Config`` value as YAML would have given it: structured values arrive JSON-encoded, scalars
     as plain strings."""
@@ -779,8 +908,27 @@ def decode_config_value(value: str | None) -> Any:
 
 
 def stack_file_config(path: Path) -> dict[str, Any]:
-    """The ``config`` section of a ``Pulumi.<stack>.yaml`` (every provider's keys, prefixed)."""
-    return (yaml.safe_load(path.read_text()) or {}).get("config") or {}
+    """The ``config`` section of a ``Pulumi.<stack>.yaml`` (every provider's keys, prefixed).
+
+    Raises:
+        StackFileSyntaxError: the file is not YAML, as ``file:line:column: what is wrong``.
+    """
+    try:
+        document = yaml.safe_load(path.read_text())
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        what = " ".join(str(error.problem or error.context or "not valid YAML").split())
+        start = error.context_mark if error.context and error.problem else None
+        context = f" ({error.context} at {start.line + 1}:{start.column + 1})" if start else ""
+        raise StackFileSyntaxError(f"{where}: {what}{context}; fix the YAML there") from None
+    except yaml.YAMLError as error:
+        raise StackFileSyntaxError(f"{path}: {' '.join(str(error).split())}; fix the YAML there") from None
+    if document is None:
+        return {}
+    if not isinstance(document, Mapping) or not isinstance(document.get("config") or {}, Mapping):
+        raise StackFileSyntaxError(f"{path}:1:1: expected a mapping with a `config:` mapping in it")
+    return dict(document.get("config") or {})
 
 
 def project_values(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -23,6 +23,12 @@ class ConfigError(InfraError, ValueError):
         super().__init__(f"invalid stack configuration{place}: {key} = {value!r}; expected {allowed}")
 
 
+class StackFileSyntaxError(InfraError):
+    """A stack file is not valid YAML; the message starts with ``file:line:column``. The user's to fix."""
+
+    exit_code = 2
+
+
 class NotBuiltError(InfraError):
     """The configuration asks for something this version of the kit does not build yet."""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 
-from jobs.entry import apply_session_options, run_job, split_entry_options
+from jobs.entry import ENTRY_FLAGS_HELP, apply_session_options, run_job, split_entry_options
 from jobs.errors import USER_MISTAKE, UsageError
 
 
@@ -61,19 +61,6 @@ JOBS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
     ),
 }
 
-_COMMON_FLAGS = """
-flags every job takes:
-  --verbose        show everything on the terminal too: Spark's own output, the full trace of a failure
-  --log-file PATH  the job log (default: a new file under the temp folder's lakestack-jobs/; under
-                   spark-submit, the driver's stderr)
-  --spark-master URL
-                   Spark master for a local run, e.g. local-cluster[2,1,1024] (two executor JVMs);
-                   default local[2]; under spark-submit its own settings stand
-  --spark-conf KEY=VALUE
-                   a Spark setting for a local run, e.g. spark.driver.maxResultSize=8m (repeatable)
-
-exit status: 0 done, 2 a mistake to fix (the one-line error says what), 1 a failure (see the job log)"""
-
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
@@ -81,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("usage: python -m jobs <job> [--help] [flags]\n\njobs:")
         for name, (_, summary) in JOBS.items():
             print(f"  {name:<12} {summary}")
-        print(_COMMON_FLAGS)
+        print(f"\n{ENTRY_FLAGS_HELP}")
         return 0 if args else USER_MISTAKE
     name, rest = args[0], args[1:]
     if name not in JOBS:

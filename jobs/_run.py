@@ -10,6 +10,7 @@ import contextlib
 import logging
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
 # A bounded run is a fast processing-time trigger stopped once a trigger finds nothing new (Spark 4.0 runs a
 # Python source only once under Trigger.AvailableNow); see jobs.ingest.caught_up.
 DRAIN_POLL = "500 milliseconds"
+# The longest a stop waits for the micro-batch in flight to end before it interrupts it.
+STOP_WAIT_S = 30.0
 
 
 @contextlib.contextmanager
@@ -44,10 +47,36 @@ def stop_on_signals(
             signal.signal(sig, handler)
 
 
-def stop_and_raise(query: StreamingQuery) -> None:
-    """Stop ``query`` if it still runs; raise its error when it failed."""
+def stop_between_batches(
+    query: StreamingQuery, *, timeout_s: float = STOP_WAIT_S, poll_s: float = 0.02
+) -> None:
+    """Stop ``query`` between micro-batches: at once when no trigger runs, else as soon as the batch running
+    now has ended (the next is still planning then), waiting at most ``timeout_s`` for it.
+
+    ``query.stop()`` interrupts a batch in flight. Inside a Python ``foreachBatch`` the interruption comes
+    back to the JVM as a py4j error whose text (a Python traceback around a Java one) Spark matches with a
+    regular expression that recurses once per character (``StreamExecution.isInterruptionException``): a long
+    one overflows the stream thread's stack, ``Exception in thread "stream execution thread for ..."
+    java.lang.StackOverflowError`` and a thousand lines of ``java.util.regex.Pattern`` frames.
+    """
+    deadline = time.monotonic() + timeout_s
+    running = _last_batch(query)
+    while query.isActive and time.monotonic() < deadline:
+        if not query.status["isTriggerActive"] or _last_batch(query) != running:
+            break
+        time.sleep(poll_s)
     if query.isActive:
         query.stop()
+
+
+def _last_batch(query: StreamingQuery) -> int | None:
+    last = query.lastProgress
+    return None if last is None else int(last["batchId"])
+
+
+def stop_and_raise(query: StreamingQuery) -> None:
+    """Stop ``query`` (between micro-batches) if it still runs; raise its error when it failed."""
+    stop_between_batches(query)
     error = query.exception()
     if error is not None:
         raise error

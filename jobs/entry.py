@@ -28,6 +28,7 @@ import os
 import re
 import sys
 import tempfile
+import textwrap
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -112,6 +113,107 @@ def apply_session_options(options: EntryOptions) -> None:
     set_session_overrides(SessionOverrides(master=options.spark_master, conf=conf))
 
 
+# What every job's --help ends with: the entry takes these flags before the job's own parser sees the rest.
+ENTRY_FLAGS_HELP = """flags every job takes:
+  --verbose        show everything on the terminal too: Spark's own output, the full trace of a failure
+  --log-file PATH  the job log (default: a new file under the temp folder's lakestack-jobs/; under
+                   spark-submit, the driver's stderr)
+  --spark-master URL
+                   Spark master for a local run, e.g. local-cluster[2,1,1024] (two executor JVMs);
+                   default local[2]; under spark-submit its own settings stand
+  --spark-conf KEY=VALUE
+                   a Spark setting for a local run, e.g. spark.driver.maxResultSize=8m (repeatable)
+
+exit status: 0 done, 2 a mistake to fix (the one-line error says what), 1 a failure (see the job log)"""
+
+
+# The metavar a flag's value gets from its type when the flag names none: `--events N`, never `--events EVENTS`.
+_NUMBER_TYPES = (
+    "int",
+    "positive_int",
+    "positive_float",
+    "non_negative_float",
+    "float",
+    "_batch_size",
+    "_workers",
+)
+_TIME_TYPES = ("duration", "_run_time")
+_PATH_TYPES = ("Path", "PosixPath")
+# Otherwise from what the flag names: the first match of the dest's ending.
+_METAVAR_BY_DEST_END = (
+    ("url", "URL"),
+    ("_dir", "DIR"),
+    ("file", "PATH"),
+    ("checkpoint", "PATH"),
+    ("model", "PATH"),
+    ("table", "URI"),
+    ("lake", "URI"),
+    ("uri", "URI"),
+    ("sink", "URI"),
+    ("region", "R"),
+    ("stream", "NAME"),
+    ("stack", "NAME"),
+    ("topic", "NAME"),
+    ("trigger", "WHEN"),
+    ("position", "WHERE"),
+)
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Help text with the defaults shown, readable metavars (``--events N``, never ``--events EVENTS``), and
+    examples kept as written: the `lakestack` command's and, through :func:`run_job`, every job's.
+
+    Paragraphs are wrapped; a line that starts with two spaces (an example command) is kept verbatim.
+    """
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        out: list[str] = []
+        paragraph: list[str] = []
+
+        def flush() -> None:
+            if paragraph:
+                out.append(
+                    textwrap.fill(" ".join(paragraph), width, initial_indent=indent, subsequent_indent=indent)
+                )
+                paragraph.clear()
+
+        for line in text.splitlines():
+            if line.startswith("  ") or not line.strip():
+                flush()
+                out.append(indent + line if line.strip() else "")
+            else:
+                paragraph.append(line.strip())
+        flush()
+        return "\n".join(out)
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        # Never split a flag, a fault spec or a host name at its hyphens.
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        shown = (
+            "default" in text
+            # Nothing worth showing (a switch's False, an unset value); 0 is worth showing, though 0 == False.
+            or any(action.default is nothing for nothing in (None, False, argparse.SUPPRESS))
+            or action.default in ("", [])
+            or not action.option_strings
+            or text == argparse.SUPPRESS
+        )
+        return text if shown else f"{text} (default: %(default)s)"
+
+    def _get_default_metavar_for_optional(self, action: argparse.Action) -> str:
+        name = getattr(action.type, "__name__", "")
+        if name in _NUMBER_TYPES:
+            return "N"
+        if name in _TIME_TYPES:
+            return "TIME"
+        if name in _PATH_TYPES:
+            return "PATH"
+        dest = action.dest
+        return next((metavar for end, metavar in _METAVAR_BY_DEST_END if dest.endswith(end)), "VALUE")
+
+
 def add_entry_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the entry's flags to a command that runs a job in-process (``lakestack ingest``)."""
     parser.add_argument(
@@ -178,7 +280,7 @@ def run_job(
         return USER_MISTAKE
     with _JobOutput(path, verbose=verbose) as output:
         try:
-            with _one_line_usage_errors():
+            with _job_parsers():
                 return int(body())
         except KeyboardInterrupt:
             output.say(f"{prefix}interrupted" + (f"; the job log is {path}" if path else ""))
@@ -210,19 +312,30 @@ def _log_path(job: str, log_file: str | None) -> Path | None:
 
 
 @contextlib.contextmanager
-def _one_line_usage_errors() -> Iterator[None]:
+def _job_parsers() -> Iterator[None]:
     # argparse prints its usage and exits from inside parse_args(). Every job builds its own parser, so for the
-    # job's run any parser's error becomes one of ours, reported as one line like every other mistake.
-    original = argparse.ArgumentParser.error
+    # job's run any parser's error becomes one of ours, reported as one line like every other mistake; and its
+    # --help ends with the flags the entry took out before the job's parser saw the rest.
+    original_error = argparse.ArgumentParser.error
+    original_help = argparse.ArgumentParser.format_help
 
     def error(parser: argparse.ArgumentParser, message: str) -> NoReturn:
         raise UsageError(f"{message} (see `{parser.prog} --help`)")
 
+    def format_help(parser: argparse.ArgumentParser) -> str:
+        if parser.formatter_class is argparse.HelpFormatter:
+            parser.formatter_class = HelpFormatter
+        text = original_help(parser)
+        has_them = any("--verbose" in action.option_strings for action in parser._actions)
+        return text if has_them else f"{text.rstrip()}\n\n{ENTRY_FLAGS_HELP}\n"
+
     argparse.ArgumentParser.error = error  # type: ignore[method-assign,assignment]
+    argparse.ArgumentParser.format_help = format_help  # type: ignore[method-assign,assignment]
     try:
         yield
     finally:
-        argparse.ArgumentParser.error = original  # type: ignore[method-assign]
+        argparse.ArgumentParser.error = original_error  # type: ignore[method-assign]
+        argparse.ArgumentParser.format_help = original_help  # type: ignore[method-assign]
 
 
 # Spark's Python side: py4j logs every error raised in foreachBatch, with its trace, before Spark re-raises it.
@@ -381,7 +494,9 @@ def _flatten(message: str) -> str:
 
 
 __all__ = [
+    "ENTRY_FLAGS_HELP",
     "EntryOptions",
+    "HelpFormatter",
     "add_entry_arguments",
     "add_spark_arguments",
     "apply_session_options",

@@ -292,8 +292,10 @@ def make_batch_writer(
     source: dict[int, dict[str, Any] | None] = {}
 
     def timings(batch_id: int, measured: dict[str, Any]) -> None:
+        # The source's numbers of a batch are complete once its rows were read, i.e. after the write.
+        source[batch_id] = _log_source_metrics(settings, batch_id)
         if stages is not None:
-            stages.batch_written(batch_id, measured, source=source.pop(batch_id, None))
+            stages.batch_written(batch_id, measured, source=source[batch_id])
 
     def write(batch: DataFrame, batch_id: int) -> None:
         nonlocal writer
@@ -303,9 +305,12 @@ def make_batch_writer(
                 app_id=query_app_id(spark, settings.checkpoint, "ingest"),
                 prepare=to_bronze,
                 timings=timings,
+                # Executors read Kinesis: only a batch tells whether records came, and an empty one commits nothing.
+                skip_empty=True,
             )
-        source[batch_id] = _log_source_metrics(settings, batch_id)
         writer(batch, batch_id)
+        if source.pop(batch_id, False) is False:  # a batch the writer skipped (a replay) is logged too
+            _log_source_metrics(settings, batch_id)
 
     return write
 

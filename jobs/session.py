@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
 import os
 import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from jobs.errors import PrerequisiteError, UsageError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
 
 # Spark 4.0 spelling (the class moved to ...streaming.checkpointing in 4.1; pyspark is pinned <4.1, and a wrong name
 # fails every local query at start, which test_session catches).
@@ -244,6 +248,7 @@ def build_session(
     *,
     master: str | None = None,
     conf: Mapping[str, str] | None = None,
+    jvm_output: Path | None = None,
 ) -> SparkSession:
     """Return a SparkSession, reusing the active one when there is one.
 
@@ -255,6 +260,9 @@ def build_session(
         app_name: Spark application name.
         master: Spark master URL. ``None`` keeps what spark-submit set, or ``local[2]`` outside a cluster.
         conf: extra Spark configuration, applied over the local defaults.
+        jvm_output: outside a cluster, a file the JVM's stdout and stderr go to (its log, the JDK's warnings,
+            a dying thread's trace), appended, instead of this process's terminal. Only a session started
+            here gets it (not one reused).
 
     Raises:
         PrerequisiteError: outside a cluster, no Java 17+ to start Spark with, or no verified jars.
@@ -290,9 +298,51 @@ def build_session(
             builder = builder.config(key, value)
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with _output_to(None if cluster else jvm_output):
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+@contextlib.contextmanager
+def _output_to(path: Path | None) -> Iterator[None]:
+    """File descriptors 1 and 2 point at ``path`` (appended) for the block, so a child started in it (the JVM)
+    writes there for good; this process's own come back after it."""
+    if path is None:
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    try:
+        with path.open("ab") as log:
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
+
+
+def stop_session(spark: SparkSession) -> None:
+    """Stop ``spark`` after the state store's maintenance (call it once its queries have stopped).
+
+    Spark stops the state store's maintenance thread only when the JVM exits: a session stopped in a process
+    that goes on (the demo writing its report) gets ``WARN StateStore: Error running maintenance thread ...
+    SparkEnv not active`` and a trace from that thread, up to a minute later.
+    """
+    try:
+        jvm: Any = spark._jvm
+        state_store = getattr(jvm.org.apache.spark.sql.execution.streaming.state, "StateStore$")
+        getattr(state_store, "MODULE$").stop()
+    except Exception as error:  # py4j's: a JVM already gone has no maintenance thread either
+        log.debug("session: state store not stopped: %s", error)
+    spark.stop()
 
 
 def warm_python_workers(spark: SparkSession, modules: tuple[str, ...] = ("jobs.sources.kinesis",)) -> int:
@@ -312,7 +362,7 @@ def warm_python_workers(spark: SparkSession, modules: tuple[str, ...] = ("jobs.s
     Returns:
         The number of tasks run (one per default-parallelism slot).
     """
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Iterable
 
     import pyarrow as pa
 

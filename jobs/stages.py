@@ -47,6 +47,8 @@ STAGES: tuple[str, ...] = (
 )
 # A long run keeps the newest batches only: a record is ~300 bytes, so this is a few MB at most.
 MAX_RECORDS = 20_000
+# How long closing the listener waits for the events Spark posted before it to be delivered.
+LISTENER_DRAIN_S = 10.0
 
 
 def _seconds(millis: Any) -> float:
@@ -240,11 +242,33 @@ class StageRecorder:
         self._listener = _Listener()
         spark.streams.addListener(self._listener)
 
-    def close(self) -> None:
-        """Stop listening (idempotent). Records stay readable."""
+    def close(self, *, drain_timeout_s: float = LISTENER_DRAIN_S) -> None:
+        """Stop listening (idempotent). Records stay readable.
+
+        Call it after the query stopped and before the session does: Spark delivers listener events on its
+        own thread, after ``stop()`` returned (the query's last progress, its termination), and one still on
+        its way when the Python side has gone fails with ``Listener PythonStreamingQueryListenerWrapper threw
+        an exception`` and a py4j trace. So the events already posted are delivered first (at most
+        ``drain_timeout_s``), then the listener is removed.
+        """
         if self._listener is not None and self._spark is not None:
+            wait_for_listener_events(self._spark, drain_timeout_s)
             self._spark.streams.removeListener(self._listener)
         self._listener = None
 
 
-__all__ = ["MAX_RECORDS", "STAGES", "StageRecorder", "stage_record", "summarize"]
+def wait_for_listener_events(spark: SparkSession, timeout_s: float) -> bool:
+    """Wait until Spark's listener bus has delivered every event posted so far (at most ``timeout_s``).
+
+    Returns False when it did not empty in time, or the bus cannot be reached (a stopped session).
+    """
+    try:
+        bus = spark.sparkContext._jsc.sc().listenerBus()
+        bus.waitUntilEmpty(int(timeout_s * 1000))
+    except Exception as error:  # py4j's (a TimeoutException, a stopped JVM): the listener is removed anyway
+        log.debug("stages: listener events not all delivered within %.0fs: %s", timeout_s, error)
+        return False
+    return True
+
+
+__all__ = ["MAX_RECORDS", "STAGES", "StageRecorder", "stage_record", "summarize", "wait_for_listener_events"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import tempfile
 import traceback
@@ -12,17 +13,63 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import NoReturn
 
+from lakestack import __version__
 from lakestack.commands import bench, demo, ingest, load, local, stacks, sweep
+from lakestack.commands._flags import HelpFormatter, did_you_mean, visible_flags
 from lakestack.errors import LakestackError
+
+_INVALID_CHOICE = re.compile(
+    r"argument (?P<arg>\S+): invalid choice: '(?P<word>[^']*)' \(choose from (?P<choices>.*)\)"
+)
+
+EXAMPLES = """examples:
+  lakestack demo                          the whole pipeline on this machine, then a report
+  lakestack plan --stack dev              a stack's shape, cost and security, no cloud needed
+  lakestack up --stack dev                create it (shows the plan and asks first)
+  lakestack load --stack dev --rate 500   send 500 events/s to it
+  lakestack down --stack dev              destroy it (asks first)
+
+`lakestack <command> --help` shows each command's flags and an example."""
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line usage errors, like every other mistake the command reports (--help still
-    prints the usage). Subcommands' parsers are of the same class."""
+    prints the usage). Subcommands' parsers are of the same class, with the same help layout."""
 
     commands: dict[str, argparse.ArgumentParser]
 
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        self._words = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> NoReturn:
+        if message.startswith("the following arguments are required"):
+            # Most often the required flag was given, misspelt: name the nearest one.
+            flags = visible_flags(self)
+            typo = next(
+                (
+                    w
+                    for w in getattr(self, "_words", [])
+                    if w.startswith("--") and w.partition("=")[0] not in flags
+                ),
+                "",
+            )
+            if typo:
+                message += f"; {typo.partition('=')[0]} is not a flag of this command{did_you_mean(typo.partition('=')[0], flags)}"
+        choice = _INVALID_CHOICE.fullmatch(message)
+        if choice and choice["arg"] in {"<command>", "{up,status,down}"}:
+            # A mistyped command: the list is in --help; the nearest one is what the user most likely meant.
+            choices = re.findall(r"'([^']*)'", choice["choices"])
+            word = choice["word"]
+            message = (
+                f"unknown command {word!r}{did_you_mean(word, choices)} (commands: {', '.join(choices)})"
+            )
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
@@ -34,12 +81,24 @@ def build_parser() -> _Parser:
             "Stand up, load-test and benchmark streaming lakehouse pipelines (Kinesis/Event Hubs -> Spark -> "
             "Delta Lake), locally on an embedded emulator or on AWS/Azure with Pulumi."
         ),
+        epilog=EXAMPLES,
     )
+    parser.add_argument("--version", action="version", version=f"lakestack {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="<command>", required=True)
     for command in (demo, bench, local, ingest, load, stacks, sweep):
         command.register(subparsers)
     parser.commands = dict(subparsers.choices)
     return parser
+
+
+def _deepest_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)command parser that took the last command word in ``args`` (``local up``'s for `local up`)."""
+    while True:
+        sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        chosen = getattr(args, sub.dest, None) if sub else None
+        if sub is None or chosen not in sub.choices:
+            return parser
+        parser = sub.choices[chosen]
 
 
 def _known_errors() -> tuple[type[BaseException], ...]:
@@ -57,7 +116,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         # Named by the subcommand they were given to, whose --help lists what it takes.
-        parser.commands.get(args.command, parser).error(f"unrecognized arguments: {' '.join(unknown)}")
+        command = _deepest_parser(parser, args)
+        flag = next((word.partition("=")[0] for word in unknown if word.startswith("--")), "")
+        hint = did_you_mean(flag, visible_flags(command)) if flag else ""
+        command.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
     try:
         return int(args.handler(args))
     except _known_errors() as error:

@@ -10,9 +10,12 @@ scenario's ground truth -> report (terminal, reports/<timestamp>/report.{json,md
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import functools
+import logging
+import math
 import os
 import subprocess
 import sys
@@ -21,7 +24,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from lakestack.demo_pipelines import Loads, RunContext, ScenarioLoad, scenarios_for, select
 from lakestack.demo_pipelines.ingest import IngestPipeline
@@ -37,6 +40,9 @@ if TYPE_CHECKING:
 
     from lakestack.rate_sweep import BacklogSample, RateResult
 
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # What the emulator costs: nothing; the cost plot says so rather than staying blank.
 EMULATOR_COST = CostModel(note="embedded emulator: no cloud charges")
@@ -161,6 +167,33 @@ class _Ingested:
         return len(self._rows)
 
 
+class _Throttled:
+    """``make()``'s value, made again at most every ``every_s`` (a progress line that reads a table)."""
+
+    def __init__(self, make: Callable[[], str], *, every_s: float) -> None:
+        self._make = make
+        self._every_s = every_s
+        self._at = -math.inf
+        self._value = ""
+
+    def __call__(self) -> str:
+        now = time.monotonic()
+        if now - self._at >= self._every_s:
+            self._value, self._at = self._make(), now
+        return self._value
+
+
+def _with_ticks(work: Callable[[], T], *, tick: Callable[[], None], every_s: float = 0.5) -> T:
+    """``work()``'s result (or its exception), run on a thread while ``tick()`` is called every ``every_s``."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="lakestack-check") as pool:
+        future = pool.submit(work)
+        while True:
+            try:
+                return future.result(timeout=every_s)
+            except concurrent.futures.TimeoutError:
+                tick()
+
+
 def _wait_for(
     condition: Callable[[], bool], *, timeout_s: float, tick: Callable[[], None], poll_s: float = 0.5
 ) -> bool:
@@ -229,12 +262,19 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
         with contextlib.ExitStack() as cleanup:
             cleanup.callback(self._stack.close)
             if self._spark is not None:
-                cleanup.callback(self._spark.stop)
+                from jobs.session import stop_session
+
+                cleanup.callback(stop_session, self._spark)
             for pipeline in self.pipelines:
                 if isinstance(pipeline, IngestPipeline):
                     cleanup.callback(pipeline.stages.close)
             for query in self.queries.values():
                 cleanup.callback(_stop_query, query)
+
+    @property
+    def spark_log(self) -> Path:
+        """Where the JVM's output goes (see :meth:`start_spark`)."""
+        return self.run_dir / "spark.log"
 
     @property
     def target(self) -> LocalTarget:
@@ -283,9 +323,14 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
 
         names = ", ".join(p.name for p in self.pipelines)
         where = self.settings.spark_master or "local mode"
-        self.show.step(f"starting Spark ({where}) and the pipelines: {names}")
+        self.show.step(f"starting Spark ({where}) and the pipelines: {names}; Spark's log: {self.spark_log}")
+        # Spark's own output (its warnings, the JDK's, a thread's dying trace) goes to the run's log: the
+        # terminal shows the demo's progress and verdict only.
         spark = build_session(
-            "lakestack-demo", master=self.settings.spark_master, conf=self.settings.spark_conf
+            "lakestack-demo",
+            master=self.settings.spark_master,
+            conf=self.settings.spark_conf,
+            jvm_output=self.spark_log,
         )
         self._spark = spark
         spark.conf.set("spark.sql.streaming.stopTimeout", _QUERY_STOP_TIMEOUT)
@@ -492,12 +537,13 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
         since = datetime.now(UTC)
         for name, query in self.queries.items():
             counter = self._read[name]
+            progress = _Throttled(functools.partial(self._drain_progress, name, acked_total), every_s=1.0)
 
             def caught_up(q: StreamingQuery = query, t: datetime = since) -> bool:
                 return q.exception() is not None or ingest.caught_up(q, since=t)
 
-            def tick(n: str = name, c: _Ingested = counter) -> None:
-                self.show.line(f"draining {n}: read {c.update():,} (acknowledged {acked_total:,})")
+            def tick(p: _Throttled = progress) -> None:
+                self.show.line(p())
 
             if not _wait_for(caught_up, timeout_s=timeout_s, tick=tick):
                 self.notes.append(f"{name} did not drain within {timeout_s:.0f}s")
@@ -509,7 +555,25 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
             counter.update()
             since = datetime.now(UTC)
         for query in reversed(list(self.queries.values())):
-            query.stop()
+            _stop_query(query)
+
+    def _checking(self, name: str, started: float) -> None:
+        self.show.line(
+            f"checking {name}: reading its tables and the ledgers ({time.monotonic() - started:.0f}s)"
+        )
+
+    def _drain_progress(self, name: str, acked_total: int) -> str:
+        """One job's progress against what it should reach: ingest's rows in bronze against the events the
+        stream acknowledged; a downstream job's bronze rows read (its own batch totals) against bronze's rows."""
+        try:
+            bronze = self.context.bronze_rows()
+            if name == IngestPipeline.name:
+                return f"draining {name}: {bronze:,} of {acked_total:,} acknowledged events landed in bronze"
+            read = self.context.job_settings(name).batch_metrics().totals().get("bronze_rows", 0)
+            return f"draining {name}: read {read:,} of {bronze:,} bronze rows"
+        except Exception as error:  # a table or metrics file mid-write: say the job drains, without figures
+            log.debug("drain progress of %s unreadable: %s", name, error)
+            return f"draining {name}"
 
     def timeline(self, cost: CostModel | None = None) -> Timeline | None:
         """The run over time, for the report's plots: measured from the ledgers, the bronze table and the
@@ -534,8 +598,12 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
         loads = Loads({s: ScenarioLoad.read(s, self.ledger_dir) for s in self.scenarios})
         figures: dict[str, dict[str, Any]] = {}
         for pipeline in self.pipelines:
+            started = time.monotonic()
             self.show.line(f"checking {pipeline.name}", force=True)
-            figures[pipeline.name] = pipeline.check(self.context, loads)
+            figures[pipeline.name] = _with_ticks(
+                functools.partial(pipeline.check, self.context, loads),
+                tick=functools.partial(self._checking, pipeline.name, started),
+            )
         stages = next((p.stage_report() for p in self.pipelines if isinstance(p, IngestPipeline)), None)
         return report_from_figures(
             figures,
@@ -588,8 +656,9 @@ def report_from_figures(
 
 
 def _stop_query(query: StreamingQuery) -> None:
-    if query.isActive:
-        query.stop()
+    from jobs._run import stop_between_batches
+
+    stop_between_batches(query)
 
 
 def stop_process(process: subprocess.Popen[bytes]) -> None:
@@ -654,6 +723,19 @@ def run_sweep_demo(
     return results
 
 
+def _run_settings(settings: DemoSettings, run: DemoRun) -> dict[str, str]:
+    """What the report page shows at its top: the command, the load, the pipelines, the commit, the machine."""
+    from lakestack.run_facts import run_settings
+
+    return run_settings(
+        events=settings.events,
+        rate=settings.rate,
+        users=settings.users,
+        duration_s=settings.duration_s,
+        pipelines=[pipeline.name for pipeline in run.pipelines],
+    )
+
+
 def run_demo(settings: DemoSettings, *, progress: Progress | None = None) -> RunReport:
     """Run the demo end to end and return its report (also written under `settings.reports_dir`).
 
@@ -670,7 +752,7 @@ def run_demo(settings: DemoSettings, *, progress: Progress | None = None) -> Run
         run.drain(acked_total)
         report = dataclasses.replace(run.report(), timeline=run.timeline())
     show.done()
-    json_path, md_path = report.write(run.run_dir)
+    json_path, md_path = report.write(run.run_dir, settings=_run_settings(settings, run))
     print(report.to_text())
     print(f"\nreport: {md_path}, {md_path.with_suffix('.html')} and {json_path}")
     return report

@@ -9,6 +9,7 @@ latest ``order_ts`` per order wins; a delete removes the order).
 
 from __future__ import annotations
 
+import io
 import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -227,38 +228,11 @@ def files_over_time(tables: OrdersTables, layout: Layout) -> list[tuple[float, i
 
 # -- the plot -------------------------------------------------------------------------------------------------------
 
-_COLOURS = {"cow": "#1f77b4", "mor": "#d62728"}
-_W, _H, _PAD = 420, 240, 44
-
-
-def _panel(
-    title: str, unit: str, series: Mapping[str, list[tuple[float, float]]], start: float, x0: float
-) -> list[str]:
-    """One line chart (an SVG group) of ``series`` against seconds since ``start``."""
-    points = [p for values in series.values() for p in values]
-    if not points:
-        return [f'<text x="{x0 + _PAD}" y="{_H / 2}">{title}: no data</text>']
-    span_x = max(max(x for x, _ in points) - start, 1e-9)
-    top = max(max(y for _, y in points), 1e-9)
-
-    def xy(x: float, y: float) -> tuple[float, float]:
-        return x0 + _PAD + (x - start) / span_x * (_W - 2 * _PAD), _H - _PAD - y / top * (_H - 2 * _PAD)
-
-    out = [
-        f'<text x="{x0 + _W / 2}" y="18" text-anchor="middle" font-weight="bold">{title}</text>',
-        f'<line x1="{x0 + _PAD}" y1="{_H - _PAD}" x2="{x0 + _W - _PAD}" y2="{_H - _PAD}" stroke="#333"/>',
-        f'<line x1="{x0 + _PAD}" y1="{_PAD}" x2="{x0 + _PAD}" y2="{_H - _PAD}" stroke="#333"/>',
-        f'<text x="{x0 + _W / 2}" y="{_H - 8}" text-anchor="middle">seconds into the run</text>',
-        f'<text x="{x0 + 4}" y="{_PAD - 8}">{top:.3g} {unit}</text>',
-        f'<text x="{x0 + _PAD - 4}" y="{_H - _PAD + 14}" text-anchor="end">0</text>',
-        f'<text x="{x0 + _W - _PAD}" y="{_H - _PAD + 14}" text-anchor="end">{span_x:.0f}</text>',
-    ]
-    for index, (name, values) in enumerate(series.items()):
-        colour = _COLOURS.get(name, "#555")
-        path = " ".join(f"{a:.1f},{b:.1f}" for a, b in (xy(x, y) for x, y in sorted(values)))
-        out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{path}"/>')
-        out.append(f'<text x="{x0 + _PAD + 6}" y="{_PAD + 4 + 14 * index}" fill="{colour}">{name}</text>')
-    return out
+# Each layout keeps its own colour, marker and line style, so where mor's points sit on cow's both still show.
+_STYLE = {
+    "cow": {"color": "#1f77b4", "marker": "o", "linestyle": "-", "markersize": 7},
+    "mor": {"color": "#d62728", "marker": "s", "linestyle": "--", "markersize": 5, "markerfacecolor": "none"},
+}
 
 
 def plot_svg(
@@ -266,15 +240,55 @@ def plot_svg(
     files: Mapping[str, list[tuple[float, int]]],
     start: float,
 ) -> str:
-    """Two panels side by side: each layout's median latency per micro-batch, and its data files, over the run."""
-    files_f = {k: [(x, float(y)) for x, y in v] for k, v in files.items()}
-    body = _panel("latency to a snapshot read (median per batch)", "s", latency, start, 0) + _panel(
-        "data files", "files", files_f, start, _W
-    )
-    return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{2 * _W}" height="{_H}" font-family="sans-serif" '
-        f'font-size="11">\n' + "\n".join(body) + "\n</svg>\n"
-    )
+    """Two panels side by side: each layout's median latency per micro-batch (one marker per batch: batches
+    are separate moments, not a continuous line), and its data files over the run (a step at each commit)."""
+    try:
+        import matplotlib
+        from matplotlib.figure import Figure
+    except ImportError:
+        return (
+            '<svg xmlns="http://www.w3.org/2000/svg" width="640" height="40"><text x="8" y="24">'
+            "orders plot not drawn: matplotlib is missing (pip install 'lakestack[report]')</text></svg>\n"
+        )
+    figure = Figure(figsize=(10.0, 3.6), dpi=96, layout="constrained")
+    lat_axes, file_axes = figure.subplots(1, 2)
+    for axes, title, unit in (
+        (lat_axes, "latency to a snapshot read (median per batch)", "seconds"),
+        (file_axes, "data files in the table", "files"),
+    ):
+        axes.set_title(title, fontsize="medium")
+        axes.set_xlabel("seconds into the run")
+        axes.set_ylabel(unit)
+        axes.grid(True, alpha=0.3)
+    for layout, values in latency.items():
+        points = sorted(values)
+        style = {**_STYLE.get(layout, {"marker": "o"}), "linestyle": "none"}
+        lat_axes.plot([x - start for x, _ in points], [y for _, y in points], label=layout, **style)
+    for layout, counts in files.items():
+        points = sorted(counts)
+        style = dict(_STYLE.get(layout, {"marker": "o"}))
+        file_axes.plot(
+            [x - start for x, _ in points],
+            [y for _, y in points],
+            drawstyle="steps-post",
+            label=layout,
+            **style,
+        )
+    for axes, series in ((lat_axes, latency), (file_axes, files)):
+        points = [p for values in series.values() for p in values]
+        if points:
+            # Room past the last point on both axes, so no marker is cut by the frame.
+            axes.set_xlim(0, max(max(x for x, _ in points) - start, 1.0) * 1.05)
+            axes.set_ylim(0, max(max(float(y) for _, y in points), 1.0) * 1.12)
+            axes.legend(loc="upper left")
+        else:
+            axes.text(0.5, 0.5, "no data", ha="center", va="center", transform=axes.transAxes)
+    file_axes.yaxis.get_major_locator().set_params(integer=True)
+    out = io.StringIO()
+    # Text stays text (searchable, small); no creation date, so a re-render of the same run is identical.
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "lakestack"}):
+        figure.savefig(out, format="svg", metadata={"Date": None})
+    return out.getvalue()
 
 
 def compare(

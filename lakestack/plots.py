@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 _SIZE_IN = (8.0, 4.2)
 _DPI = 110
 _X_LABEL = "time since the first event was sent (s)"
+_MARKERS = {"p50": "o", "p95": "s", "p99": "^"}
 _COLORS = {"p50": "#1f77b4", "p95": "#ff7f0e", "p99": "#d62728", "sent": "#1f77b4", "landed": "#2ca02c"}
 
 
@@ -63,18 +64,21 @@ def _latency(timeline: Timeline, axes: Axes) -> str:
         ("p95", timeline.latency_p95_s),
         ("p99", timeline.latency_p99_s),
     ):
-        # Intervals in which nothing landed have no latency: the line joins the ones that have.
+        # Events land in separate micro-batch commits: one marker per interval that had any, no line across
+        # the intervals between them (nothing landed there, so there is no latency to draw).
         points = [(x, y) for x, y in zip(middle, values, strict=True) if y is not None]
         axes.plot(
             [x for x, _ in points],
             [y for _, y in points],
-            "o-",
-            markersize=3,
+            marker=_MARKERS[name],
+            linestyle="none",
+            markersize=6,
             color=_COLORS[name],
             label=name,
         )
     axes.set_ylabel("latency: event_time to Delta commit (s)")
-    axes.set_ylim(bottom=0)
+    highest = max((v for v in timeline.latency_p99_s if v is not None), default=0.0)
+    axes.set_ylim(0, highest * 1.2 or 1.0)
     if not any(v is not None for v in timeline.latency_p50_s):
         _empty(axes, "no event landed with a readable event_time")
     axes.legend(loc="best")
@@ -99,11 +103,10 @@ def _sent_landed(timeline: Timeline, axes: Axes) -> str:
 
 
 def _backlog(timeline: Timeline, axes: Axes) -> str:
-    # Nothing is pending before the first event.
-    ends = [0.0, *(t + timeline.interval_s for t in timeline.t_s)]
-    backlog = [0, *timeline.backlog]
-    axes.fill_between(ends, backlog, alpha=0.25, color="#9467bd")
-    axes.plot(ends, backlog, "o-", markersize=3, color="#9467bd", label="sent, not yet landed")
+    # Each interval shows the count at its end, as a step: no slope drawn between two measurements.
+    edges = _edges(timeline)
+    axes.stairs(timeline.backlog, edges, alpha=0.25, color="#9467bd", fill=True)
+    axes.stairs(timeline.backlog, edges, color="#9467bd", linewidth=1.8, label="sent, not yet landed")
     axes.set_ylabel("events")
     axes.set_ylim(bottom=0)
     axes.legend(loc="upper left")
@@ -129,15 +132,22 @@ def _batches(timeline: Timeline, axes: Axes) -> str:
         label="rows in the batch",
     )
     rows_axis.set_ylabel("rows in the batch")
-    rows_axis.set_ylim(bottom=0)
     # The durations go on top of the bars.
     axes.set_zorder(rows_axis.get_zorder() + 1)
     axes.patch.set_visible(False)
+    # One marker per batch: batches are separate runs, not points on a continuous curve.
     axes.plot(
-        [b.start_s for b in batches], [b.duration_s for b in batches], "o-", markersize=3, label="duration"
+        [b.start_s for b in batches],
+        [b.duration_s for b in batches],
+        marker="o",
+        linestyle="none",
+        markersize=6,
+        label="duration",
     )
     axes.set_ylabel("duration (s)")
-    axes.set_ylim(bottom=0)
+    # Headroom above the longest batch and the biggest bar, so neither hides under the legend or the frame.
+    axes.set_ylim(0, max(b.duration_s for b in batches) * 1.3 or 1.0)
+    rows_axis.set_ylim(0, max(b.rows for b in batches) * 1.3 or 1.0)
     handles, labels = axes.get_legend_handles_labels()
     more_handles, more_labels = rows_axis.get_legend_handles_labels()
     axes.legend(handles + more_handles, labels + more_labels, loc="upper left")
@@ -180,19 +190,26 @@ def _stream(timeline: Timeline, figure: Figure) -> str:
     return "Kinesis stream metrics (CloudWatch, per minute)"
 
 
+# Report order: the two that answer "how fast, how far behind" first.
 _SINGLE: tuple[tuple[str, Callable[[Timeline, Axes], str]], ...] = (
     ("latency", _latency),
-    ("sent_landed", _sent_landed),
     ("backlog", _backlog),
+    ("sent_landed", _sent_landed),
     ("batches", _batches),
     ("cost", _cost),
 )
 
 
+def has_cost(timeline: Timeline) -> bool:
+    """True when the run cost anything by the estimate (a local run on emulators costs nothing: no plot)."""
+    return timeline.cost_at_start_usd > 0 or any(cost > 0 for cost in timeline.cost_usd)
+
+
 def render_plots(timeline: Timeline, directory: Path) -> list[Plot]:
     """Draw every plot of ``timeline`` into ``directory`` (created) as PNGs; returns them in report order.
 
-    The stream plot is drawn only when the timeline has stream metrics (AWS runs).
+    The cost plot is drawn only when the run cost something (not on emulators), the stream plot only when
+    the timeline has stream metrics (AWS runs).
     """
     from matplotlib.figure import Figure
 
@@ -200,6 +217,8 @@ def render_plots(timeline: Timeline, directory: Path) -> list[Plot]:
     plots: list[Plot] = []
     end = timeline.t_s[-1] + timeline.interval_s
     for name, draw in _SINGLE:
+        if name == "cost" and not has_cost(timeline):
+            continue
         figure, axes = _figure()
         title = draw(timeline, axes)
         # One time axis for every plot, so they read side by side.

@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import html
 import json
-import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -15,22 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from lakestack.fault_report import fault_rows
 from lakestack.reconcile import Reconciliation
+from lakestack.report_page import LATENCY_NOTE, WAIT_GAP_NOTE, side_by_side
+from lakestack.stats import percentile
 
 if TYPE_CHECKING:
     from lakestack.plots import Plot
     from lakestack.timeline import Timeline
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """The q-th percentile (0-100) with linear interpolation between closest ranks; None when empty."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * q / 100.0
-    low, high = math.floor(rank), math.ceil(rank)
-    if low == high:
-        return ordered[low]
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
 @dataclass(frozen=True)
@@ -102,9 +91,13 @@ class RunReport:
     def failed_pipelines(self) -> list[str]:
         return [name for name, figures in self.pipelines.items() if not figures.get("ok")]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, batches: bool = False) -> dict[str, Any]:
+        """The report as JSON-ready data: the summary (what the one-line ``--json`` prints), or with
+        ``batches`` also every micro-batch's stage record (what report.json keeps)."""
         data = asdict(self)
         data.pop("timeline", None)
+        if not batches and data["stages"] is not None:
+            data["stages"] = {k: v for k, v in data["stages"].items() if k != "batches"}
         data["ok"] = self.ok
         return data
 
@@ -170,7 +163,7 @@ class RunReport:
         flat = [(k, v) for k, v in figures.items() if k != "ok" and not isinstance(v, dict)]
         width = max((len(k) for k, _ in flat), default=0)
         lines = [f"  {key:<{width}}  {_shown(value)}" for key, value in flat]
-        for group in _side_by_side({k: v for k, v in figures.items() if isinstance(v, dict) and v}):
+        for group in side_by_side({k: v for k, v in figures.items() if isinstance(v, dict) and v}):
             if len(group) == 1:
                 [(key, value)] = group.items()
                 lines += [f"  {key}:", *_table(value)]
@@ -232,7 +225,11 @@ class RunReport:
                 "`transfer_into_spark` (rows from the source into Spark and out as Arrow), `spark_processing` "
                 "(Spark's own planning and scheduling), `delta_commit` (transaction lookup and append), "
                 "`checkpoint` (Spark's offset and commit logs).",
+                "",
+                LATENCY_NOTE,
             ]
+            if "wait_in_stream" not in (self.stages or {}).get("summary", {}):
+                lines += ["", WAIT_GAP_NOTE]
         for name, figures in self.pipelines.items():
             if name == "ingest":
                 continue
@@ -253,20 +250,48 @@ class RunReport:
         ]
         return "\n".join(lines) + "\n"
 
-    def write_stage_plot(self, directory: Path) -> None:
-        """The ingest job's stage plot, which the Markdown report links, into ``directory`` (when recorded)."""
+    def write_stage_plot(self, directory: Path) -> bool:
+        """The ingest job's stage plot, which the Markdown report links, into ``directory`` (when recorded);
+        False when there was one to draw but matplotlib is missing."""
         if self.stages and self.stages.get("plot") and self.stages.get("batches") is not None:
             from lakestack.stage_plot import write_stage_plot
 
             directory.mkdir(parents=True, exist_ok=True)
-            write_stage_plot(directory / str(self.stages["plot"]), self.stages["batches"])
+            return write_stage_plot(directory / str(self.stages["plot"]), self.stages["batches"]) is not None
+        return True
 
-    def write(self, directory: Path) -> tuple[Path, Path]:
+    def page(self, document: Mapping[str, Any], plots: Sequence[Plot], directory: Path) -> str:
+        """The report page (report.html) of ``document`` (report.json's content) and its rendered plots."""
+        from lakestack.report_page import render_page
+
+        return render_page(
+            document,
+            verdict=self.verdict(),
+            plots=[(plot.name, plot.title, plot.path.relative_to(directory).as_posix()) for plot in plots],
+            base=directory,
+            failed={name: _failed_checks(self.pipelines[name]) for name in self.failed_pipelines},
+            faults=fault_rows(self.faults) if self.faults else (),
+        )
+
+    def write(self, directory: Path, *, settings: Mapping[str, str] | None = None) -> tuple[Path, Path]:
         """Write report.json, report.md, report.html and the plots (``plots/*.png``, the stage plot) into
-        ``directory``."""
-        self.write_stage_plot(directory)
+        ``directory``. ``settings`` (:func:`lakestack.run_facts.run_settings`) head the page and go into
+        report.json as ``run_settings``."""
+        markdown = self.to_markdown()
+        if not self.write_stage_plot(directory):
+            markdown = markdown.replace(
+                f"![stage time per micro-batch]({(self.stages or {}).get('plot')})",
+                "Stage plot not drawn: matplotlib is missing (`pip install 'lakestack[report]'`).",
+            )
+        data = self.to_dict(batches=True)
+        if settings:
+            data = {**data, "run_settings": dict(settings)}
         files = write_report_files(
-            directory, data=self.to_dict(), markdown=self.to_markdown(), timeline=self.timeline
+            directory,
+            data=data,
+            markdown=markdown,
+            timeline=self.timeline,
+            page=lambda document, plots: self.page(document, plots, directory),
         )
         return files.json, files.markdown
 
@@ -294,25 +319,6 @@ def _table(values: dict[str, Any]) -> list[str]:
     ]
     lines += [f"    {k}: {_shown(v)}" for k, v in values.items() if not isinstance(v, dict)]
     return lines
-
-
-def _side_by_side(nested: dict[str, dict[str, Any]]) -> list[dict[str, dict[str, Any]]]:
-    """Nested figures grouped for display: ones sharing most of their keys (e.g. the same measures of two
-    layouts) go in one table, a column each; the others stand alone."""
-    groups: list[dict[str, dict[str, Any]]] = []
-    for key, value in nested.items():
-        for group in groups:
-            first = next(iter(group.values()))
-            if all(not isinstance(v, dict) for v in value.values()) and all(
-                not isinstance(v, dict) for v in first.values()
-            ):
-                shared = len(set(first) & set(value))
-                if shared * 2 >= max(len(first), len(value)):
-                    group[key] = value
-                    break
-        else:
-            groups.append({key: value})
-    return groups
 
 
 def _failed_checks(figures: dict[str, Any]) -> list[str]:
@@ -353,12 +359,14 @@ def write_report_files(
     markdown: str,
     timeline: Timeline | None,
     title: str = "lakestack run report",
+    page: Callable[[Mapping[str, Any], Sequence[Plot]], str] | None = None,
 ) -> ReportFiles:
     """Render the plots of ``timeline``, then write the report as JSON, Markdown and a self-contained HTML.
 
     The Markdown links the PNGs under ``plots/``; the HTML embeds them, so it can be mailed or attached alone.
     report.json holds ``data`` plus ``plots`` (their paths) and ``timeline`` (the numbers behind them).
-    Without matplotlib (the ``report`` extra) the report says so instead of showing plots.
+    Without matplotlib (the ``report`` extra) the report says so instead of showing plots. ``page`` renders the
+    HTML from report.json's content and the plots (the run report's page); without it the HTML is the Markdown's.
     """
     from lakestack.plots import plots_available, render_plots
 
@@ -378,7 +386,9 @@ def write_report_files(
     }
     json_path.write_text(json.dumps(document, indent=2) + "\n")
     md_path.write_text(text)
-    html_path.write_text(markdown_to_html(text, base=directory, title=title))
+    html_path.write_text(
+        page(document, plots) if page is not None else markdown_to_html(text, base=directory, title=title)
+    )
     return ReportFiles(json_path, md_path, html_path, tuple(plots))
 
 

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from lakestack.report import percentile
+from lakestack.stats import percentile
 
 # Interval lengths a reader takes in at a glance; the first one giving at most _TARGET_POINTS intervals wins.
 _NICE_INTERVALS_S = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 86400)

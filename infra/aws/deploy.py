@@ -10,7 +10,7 @@ by name and waits until YARN reports it gone. The new query then resumes from th
 is lost or written twice.
 
 The provider runs in the Pulumi engine's Python host at ``pulumi up``. It calls EMR with the stack's AWS
-configuration (``aws:region`` and ``aws:profile``), not whatever credentials happen to be in the environment.
+configuration (``aws:region``, ``aws:profile``, its keys and assumed roles), not whatever credentials happen to be in the environment.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import pulumi_aws as aws
 from pulumi import dynamic
 
 from infra.artifacts import CLUSTER_PYTHON_PATH, ENVIRONMENT_NAME, LAUNCHER_NAME, JobArtifacts
+from infra.config import AwsCredentials
 from infra.errors import DeployError
 from infra.sizing import Sizing
 
@@ -143,6 +144,46 @@ def stop_application_step(app_name: str) -> dict[str, Any]:
     }
 
 
+def credential_props(credentials: AwsCredentials | None) -> dict[str, Any]:
+    """The provider's credentials as the step provider's inputs (keys stay secret in the state)."""
+    c = credentials or AwsCredentials()
+    return {
+        "access_key": c.access_key,
+        "secret_key": pulumi.Output.secret(c.secret_key) if c.secret_key else "",
+        "token": pulumi.Output.secret(c.token) if c.token else "",
+        "assume_roles": [
+            {"role_arn": r.role_arn, "external_id": r.external_id, "session_name": r.session_name}
+            for r in c.assume_roles
+        ],
+    }
+
+
+def aws_client(props: Mapping[str, Any], service: str) -> Any:
+    """A boto3 client acting as the AWS provider does: its profile, its keys, then each role it assumes."""
+    import boto3
+
+    # Any: the client is chosen by name at run time (the stubs type each service by a literal).
+    session: Any = boto3.Session(
+        profile_name=props.get("profile") or None,
+        aws_access_key_id=props.get("access_key") or None,
+        aws_secret_access_key=props.get("secret_key") or None,
+        aws_session_token=props.get("token") or None,
+        region_name=props["region"],
+    )
+    for role in props.get("assume_roles") or []:
+        request = {"RoleArn": role["role_arn"], "RoleSessionName": role.get("session_name") or "lakestack"}
+        if role.get("external_id"):
+            request["ExternalId"] = role["external_id"]
+        granted = session.client("sts").assume_role(**request)["Credentials"]
+        session = boto3.Session(
+            aws_access_key_id=granted["AccessKeyId"],
+            aws_secret_access_key=granted["SecretAccessKey"],
+            aws_session_token=granted["SessionToken"],
+            region_name=props["region"],
+        )
+    return session.client(service)
+
+
 def _error_code(error: Exception) -> str | None:
     response = getattr(error, "response", None)
     return response.get("Error", {}).get("Code") if isinstance(response, dict) else None
@@ -151,10 +192,7 @@ def _error_code(error: Exception) -> str | None:
 class _EmrStepProvider(dynamic.ResourceProvider):
     # Runs inside the Pulumi engine's Python host at `pulumi up`; tests drive it with a fake EMR client.
     def _client(self, props: Mapping[str, Any]) -> Any:
-        import boto3
-
-        session = boto3.Session(profile_name=props.get("profile") or None, region_name=props["region"])
-        return session.client("emr")
+        return aws_client(props, "emr")
 
     def _stop_application(self, client: Any, props: Mapping[str, Any]) -> None:
         from botocore.exceptions import WaiterError
@@ -197,8 +235,9 @@ class _EmrStepProvider(dynamic.ResourceProvider):
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.DiffResult:
         replaces = [k for k in ("cluster_id", "args", "step_name", "region") if olds.get(k) != news.get(k)]
-        # A new profile changes how EMR is called, not the step.
-        changed = bool(replaces) or olds.get("profile") != news.get("profile")
+        # New credentials change how EMR is called, not the step.
+        how = ("profile", "access_key", "secret_key", "token", "assume_roles")
+        changed = bool(replaces) or any(olds.get(k) != news.get(k) for k in how)
         return dynamic.DiffResult(changes=changed, replaces=replaces, delete_before_replace=True)
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> dynamic.UpdateResult:
@@ -237,6 +276,7 @@ class EmrStep(dynamic.Resource):
         args: pulumi.Input[Sequence[str]],
         region: str,
         profile: str | None = None,
+        credentials: AwsCredentials | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__(
@@ -248,6 +288,7 @@ class EmrStep(dynamic.Resource):
                 "args": args,
                 "region": region,
                 "profile": profile or "",
+                **credential_props(credentials),
             },
             pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(delete_before_replace=True)),
         )
@@ -265,6 +306,7 @@ class JobDeploymentArgs:
     job_args: Mapping[str, pulumi.Output[list[str]]]
     spark_conf: Mapping[str, str] = field(default_factory=dict)
     profile: str | None = None
+    credentials: AwsCredentials | None = None
 
 
 class JobDeployment(pulumi.ComponentResource):
@@ -298,6 +340,7 @@ class JobDeployment(pulumi.ComponentResource):
                 args=submit,
                 region=args.region,
                 profile=args.profile,
+                credentials=args.credentials,
                 # The step must not start before its files are in S3.
                 opts=pulumi.ResourceOptions(parent=self, depends_on=uploads),
             )

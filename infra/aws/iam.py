@@ -13,7 +13,6 @@ import pulumi_aws as aws
 from infra.aws._policy import assume_role, document, statement
 
 EMR_SERVICE_POLICY_V2 = "arn:aws:iam::aws:policy/service-role/AmazonEMRServicePolicy_v2"
-METRICS_NAMESPACE = "lakestack"
 
 
 @dataclass(frozen=True)
@@ -66,28 +65,15 @@ def instance_policy_statements(args: ClusterRolesArgs) -> list[dict[str, Any]]:
             ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey"],
             [args.kms_key_arn],
         ),
+        # The catalog's tables are declared by `pulumi up` (infra/aws/catalog.py); jobs only read them.
         statement(
-            "UseGlueDatabase",
-            [
-                "glue:GetDatabase",
-                "glue:GetTable",
-                "glue:GetTables",
-                "glue:CreateTable",
-                "glue:UpdateTable",
-                "glue:GetPartitions",
-            ],
+            "ReadGlueDatabase",
+            ["glue:GetDatabase", "glue:GetTable", "glue:GetTables", "glue:GetPartitions"],
             [
                 glue_base.apply(lambda b: f"{b[0]}:catalog"),
                 glue_base.apply(lambda b: f"{b[0]}:database/{b[1]}"),
                 glue_base.apply(lambda b: f"{b[0]}:table/{b[1]}/*"),
             ],
-        ),
-        # PutMetricData has no resource-level permissions; the namespace condition is how it is scoped.
-        statement(
-            "PublishJobMetrics",
-            ["cloudwatch:PutMetricData"],
-            ["*"],
-            condition={"StringEquals": {"cloudwatch:namespace": METRICS_NAMESPACE}},
         ),
     ]
 
@@ -111,7 +97,11 @@ class ClusterRoles(pulumi.ComponentResource):
             policy=document(instance_policy_statements(args)),
             opts=child,
         )
-        profile = aws.iam.InstanceProfile(f"{name}-instance-profile", role=instance_role.name, opts=child)
+        # EMR refuses an instance profile whose name differs from its role's ("invalid instance profile"):
+        # the role is auto-named, and the profile takes that same name.
+        profile = aws.iam.InstanceProfile(
+            f"{name}-instance-profile", name=instance_role.name, role=instance_role.name, opts=child
+        )
         service_role = aws.iam.Role(
             f"{name}-service-role",
             assume_role_policy=assume_role("elasticmapreduce.amazonaws.com"),

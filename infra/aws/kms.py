@@ -18,6 +18,8 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from infra.leftovers import KMS_DELETION_WINDOW_DAYS
+
 # What a key administrator may do: manage, never encrypt or decrypt data.
 ADMIN_ACTIONS = (
     "kms:Create*",
@@ -57,7 +59,7 @@ class StackKey(pulumi.ComponentResource):
             f"{name}-key",
             description=f"lakestack {args.alias}: stream, buckets, cluster disks and logs, alarm topic",
             enable_key_rotation=True,
-            deletion_window_in_days=30,
+            deletion_window_in_days=KMS_DELETION_WINDOW_DAYS,
             tags=dict(args.tags),
             opts=pulumi.ResourceOptions(parent=self),
         )

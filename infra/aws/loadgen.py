@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import json
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +28,8 @@ import pulumi_aws as aws
 from infra.artifacts import LOADGEN_RUNNER_NAME, LoadgenArtifacts
 from infra.aws._policy import document, statement
 from infra.aws.layout import LOADGEN_RESULTS_PREFIX, log_group_prefix
+from infra.aws.loadgen_tasks import RunningTasksStop
+from infra.config import AwsCredentials
 
 LOCUST_PORT = 5557
 HTTPS_PORT = 443
@@ -69,6 +71,11 @@ class LoadGeneratorArgs:
     account_id: pulumi.Input[str]
     # Encrypt the log group with the stack key (the key policy must let CloudWatch Logs use it).
     log_kms_key_arn: pulumi.Input[str] | None = None
+    # What lets CloudWatch Logs use that key (the key policy): creating the group before it fails.
+    log_key_ready: Sequence[pulumi.Resource] = ()
+    # How `pulumi destroy` calls ECS to stop the tasks still running (the provider's profile and credentials).
+    profile: str | None = None
+    credentials: AwsCredentials | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -217,7 +224,7 @@ class LoadGenerator(pulumi.ComponentResource):
             retention_in_days=LOG_RETENTION_DAYS,
             kms_key_id=args.log_kms_key_arn,
             tags=tags,
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.log_key_ready)),
         )
         execution_role = aws.iam.Role(
             f"{name}-execution-role",
@@ -278,6 +285,17 @@ class LoadGenerator(pulumi.ComponentResource):
                 source=pulumi.FileAsset(str(path)),
                 opts=child,
             )
+        # Tasks started outside Pulumi hold the subnet, the groups and the cluster: stopped first at destroy.
+        RunningTasksStop(
+            f"{name}-running-tasks",
+            cluster=cluster.name,
+            region=args.region,
+            subnet_id=args.subnet_id,
+            security_group_ids=[g.id for g in groups.values()],
+            profile=args.profile,
+            credentials=args.credentials,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(definitions.values())),
+        )
         self.cluster_name: pulumi.Output[str] = cluster.name
         self.master_task_definition: pulumi.Output[str] = definitions["master"].arn
         self.worker_task_definition: pulumi.Output[str] = definitions["worker"].arn

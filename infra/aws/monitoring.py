@@ -2,7 +2,7 @@
 
 The alarm notifies an SNS topic (encrypted with the stack key when the key policy lets CloudWatch use it); an
 e-mail address from ``lakestack:alertEmail`` is subscribed to it. AWS mails a confirmation link first; until it
-is followed nothing is delivered, and an unconfirmed subscription cannot be deleted (it lapses after 3 days).
+is followed nothing is delivered, and an unconfirmed subscription cannot be deleted (SNS deletes it after 48 hours).
 """
 
 from __future__ import annotations

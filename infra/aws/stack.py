@@ -108,9 +108,7 @@ def declare_aws(settings: StackSettings, inputs: AwsInputs) -> dict[str, pulumi.
     if settings.loadgen is not None:
         if inputs.loadgen is None or network is None:
             raise NotBuiltError("the load generator is enabled but its bundle was not built (internal error)")
-        loadgen = _loadgen(
-            core, settings.loadgen, inputs.loadgen, network, encrypt_logs=key_access is not None
-        )
+        loadgen = _loadgen(core, settings.loadgen, inputs.loadgen, network, key_access=key_access)
     return {
         "stream_name": stream.name,
         "stream_arn": stream.arn,
@@ -224,13 +222,19 @@ def _cluster(
             job_args=job_args,
             spark_conf=job_spark_conf(s.sizing, parallelism=s.parallelism, max_workers=s.cluster.max_workers),
             profile=s.aws_profile,
+            credentials=s.aws_credentials,
         ),
     )
     return cluster.cluster_id, deployment.step_ids
 
 
 def _loadgen(
-    core: _Core, spec: LoadgenSettings, bundle: LoadgenArtifacts, network: Network, *, encrypt_logs: bool
+    core: _Core,
+    spec: LoadgenSettings,
+    bundle: LoadgenArtifacts,
+    network: Network,
+    *,
+    key_access: KeyAccess | None,
 ) -> pulumi.Output[dict[str, Any]]:
     s = core.settings
     generator = LoadGenerator(
@@ -253,7 +257,11 @@ def _loadgen(
             logs_bucket=core.storage.names["logs"],
             logs_bucket_arn=core.storage.arns["logs"],
             account_id=core.account_id,
-            log_kms_key_arn=core.key.arn if encrypt_logs else None,
+            # Encrypted only when the key policy lets CloudWatch Logs use the key, and only after it does.
+            log_kms_key_arn=core.key.arn if key_access is not None else None,
+            log_key_ready=[key_access] if key_access is not None else [],
+            profile=s.aws_profile,
+            credentials=s.aws_credentials,
         ),
     )
     # Everything `lakestack bench` needs to start a run with ECS RunTask.

@@ -27,6 +27,17 @@ def _credential() -> Any:
     return DefaultAzureCredential()
 
 
+def signed_in_object_id() -> str:
+    """The Entra object id (``oid`` claim) of the identity ``DefaultAzureCredential`` signs in as here."""
+    import base64
+    import json
+
+    token = _credential().get_token(SYNAPSE_SCOPE).token
+    payload = token.split(".")[1]
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    return str(claims.get("oid", ""))
+
+
 class _Rest:
     """JSON over HTTPS with a bearer token for one scope, retried by azure-core's default policies."""
 
@@ -147,7 +158,16 @@ class BlobArtifactStore:
         self._service = BlobServiceClient(account_url=account_url, credential=_credential())
 
     def upload(self, container: str, path: str, data: bytes) -> None:
-        self._service.get_blob_client(container, path).upload_blob(data, overwrite=True)
+        from azure.core.exceptions import HttpResponseError
+
+        from infra.azure.deploy import NotAuthorized
+
+        try:
+            self._service.get_blob_client(container, path).upload_blob(data, overwrite=True)
+        except HttpResponseError as error:
+            if error.status_code == 403:
+                raise NotAuthorized(str(error.reason or error.message)) from error
+            raise
 
     def delete_prefix(self, container: str, prefix: str) -> int:
         from azure.core.exceptions import ResourceNotFoundError

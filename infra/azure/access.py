@@ -51,6 +51,7 @@ class Access(pulumi.ComponentResource):
     def __init__(self, name: str, args: AccessArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("lakestack:azure:Access", name, None, opts)
         ids: dict[str, pulumi.Output[str]] = {}
+        self.assignments: dict[str, authorization.RoleAssignment] = {}
         for grant in args.grants:
             assignment = authorization.RoleAssignment(
                 f"{name}-{grant.key}",
@@ -64,5 +65,6 @@ class Access(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self),
             )
             ids[grant.key] = assignment.id
+            self.assignments[grant.key] = assignment
         self.assignment_ids = ids
         self.register_outputs({"assignment_ids": ids})

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import functools
 import re
+import time
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
@@ -86,6 +87,54 @@ class ArtifactStore(Protocol):
         """Delete every blob under ``prefix``; returns how many."""
 
 
+class NotAuthorized(Exception):
+    """Storage refused a call with 403 (the real store raises it; the upload retries it for a while)."""
+
+
+# A new role assignment takes minutes to reach Azure Storage (up to about 10): the upload that follows the
+# deployer's grant retries 403 that long before it gives up.
+AUTHORIZATION_WAIT_SECONDS = 600.0
+AUTHORIZATION_RETRY_SECONDS = 15.0
+
+
+def upload_when_authorized(
+    store: ArtifactStore,
+    container: str,
+    path: str,
+    data: bytes,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    monotonic: Callable[[], float] = time.monotonic,
+    say: Callable[[str], None] = pulumi.log.info,
+) -> None:
+    """Upload one blob, retrying authorization failures (403) for up to ``AUTHORIZATION_WAIT_SECONDS``.
+
+    Raises:
+        DeploymentError: still refused at the deadline, in one line saying which grant to check.
+    """
+    deadline = monotonic() + AUTHORIZATION_WAIT_SECONDS
+    told = False
+    while True:
+        try:
+            store.upload(container, path, data)
+            return
+        except NotAuthorized:
+            if monotonic() >= deadline:
+                raise DeploymentError(
+                    f"upload of {container}/{path} still refused (403) after {AUTHORIZATION_WAIT_SECONDS:.0f} s: "
+                    "check that the identity running `pulumi up` holds Storage Blob Data Contributor on the "
+                    "artifacts filesystem (role assignment spark-access-deployer-artifacts) and that this "
+                    "machine's address is in lakestack:network.allowedIpRanges"
+                ) from None
+            if not told:
+                say(
+                    f"{container}/{path}: not authorized yet (403); a new role assignment takes minutes to "
+                    f"reach storage, retrying for up to {AUTHORIZATION_WAIT_SECONDS:.0f} s"
+                )
+                told = True
+            sleep(AUTHORIZATION_RETRY_SECONDS)
+
+
 def stop_job(client: SynapseJobClient, job_name: str, waiter: Waiter) -> list[int]:
     """Cancel every active batch named ``job_name`` and wait until none is active.
 
@@ -134,6 +183,20 @@ def start_job(
         what=f"Synapse to list the new batch of {job_name}",
         advice="check Synapse Studio (Monitor > Apache Spark applications) for a failed submission",
     )
+
+
+def check_runs_as(expected: str, signed_in: str, job_name: str) -> None:
+    """Refuse to submit a job as another identity than the one the stack granted the jobs' access to.
+
+    Raises:
+        DeploymentError: the credential that would submit (and so run) the job is not ``expected``.
+    """
+    if signed_in != expected:
+        raise DeploymentError(
+            f"{job_name} would run as Entra object {signed_in or '(unknown)'}, but the stack granted the jobs' "
+            f"access (lake, checkpoints, listen secret) to {expected}: run `pulumi up` signed in as the same "
+            "identity as the azure-native provider (one `az login`, or one service principal's environment)"
+        )
 
 
 def job_definition(  # noqa: PLR0913 -- the job definition's keyword-only parts
@@ -261,7 +324,10 @@ class _ArtifactUploadProvider(dynamic.ResourceProvider):
     def create(self, props: dict[str, Any]) -> dynamic.CreateResult:
         store = self._store(props)
         for name, path in sorted(props["files"].items()):
-            store.upload(props["container"], f"{props['prefix']}{name}", Path(path).read_bytes())
+            # Right after the deployer's role assignment is created: 403 until it has propagated.
+            upload_when_authorized(
+                store, props["container"], f"{props['prefix']}{name}", Path(path).read_bytes()
+            )
         return dynamic.CreateResult(id_=f"{props['container']}/{props['prefix']}", outs=dict(props))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.DiffResult:
@@ -306,7 +372,14 @@ class _SparkJobProvider(dynamic.ResourceProvider):
 
         return SynapseClient(props["workspace_endpoint"], props["pool_name"])
 
+    def _signed_in(self) -> str:
+        from infra.azure._clients import signed_in_object_id
+
+        return signed_in_object_id()
+
     def create(self, props: dict[str, Any]) -> dynamic.CreateResult:
+        if props.get("run_as_principal_id"):
+            check_runs_as(props["run_as_principal_id"], self._signed_in(), props["job_name"])
         batch = start_job(self._client(props), props["job_name"], props["definition"], _waiter(props))
         return dynamic.CreateResult(id_=props["job_name"], outs={**props, "batch_id": batch.id})
 
@@ -334,6 +407,7 @@ class SparkJob(dynamic.Resource):
         pool_name: str,
         job_name: str,
         definition: pulumi.Input[Mapping[str, Any]],
+        run_as_principal_id: pulumi.Input[str] = "",
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__(
@@ -344,6 +418,7 @@ class SparkJob(dynamic.Resource):
                 "pool_name": pool_name,
                 "job_name": job_name,
                 "definition": definition,
+                "run_as_principal_id": run_as_principal_id,
                 "batch_id": None,
             },
             # The old batch must be gone before the new one starts on the same checkpoint.
@@ -368,6 +443,8 @@ class JobDeploymentArgs:
     job_args: Mapping[str, Sequence[pulumi.Input[str]]]
     batch_pipelines: frozenset[str] = frozenset()
     depends_on: Sequence[pulumi.Resource] = ()
+    # The Entra object id the jobs run as (the identity that submits them), holder of the jobs' grants.
+    run_as_principal_id: pulumi.Input[str] = ""
 
 
 class JobDeployment(pulumi.ComponentResource):
@@ -405,6 +482,7 @@ class JobDeployment(pulumi.ComponentResource):
                 pool_name=args.pool_name,
                 job_name=f"lakestack-{pipeline}",
                 definition=definition,
+                run_as_principal_id=args.run_as_principal_id,
                 # The job must not start before its files are uploaded and the pool has its libraries.
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[upload, *args.depends_on]),
             )

@@ -100,6 +100,7 @@ class EventHubs(pulumi.ComponentResource):
         super().__init__("lakestack:azure:EventHubs", name, None, opts)
         s = args.settings
         child = pulumi.ResourceOptions(parent=self)
+        auto_inflate = True
         namespace = eventhub.Namespace(
             f"{name}-namespace",
             namespace_name=s.namespace,
@@ -107,14 +108,15 @@ class EventHubs(pulumi.ComponentResource):
             location=args.location,
             sku={"name": "Standard", "tier": "Standard", "capacity": s.throughput_units},
             # Auto-inflate adds throughput units under load up to the maximum (it never scales back down).
-            is_auto_inflate_enabled=True,
+            is_auto_inflate_enabled=auto_inflate,
             maximum_throughput_units=s.max_throughput_units,
             minimum_tls_version="1.2",
             # Kafka clients authenticate with a hub-scoped SAS connection string (SASL PLAIN), kept in Key Vault.
             disable_local_auth=False,
             public_network_access="Enabled",
             tags=dict(args.tags),
-            opts=child,
+            # Auto-inflate raises the capacity under load; re-sending the sized value on every `up` would undo it.
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["sku.capacity"] if auto_inflate else []),
         )
         eventhub.NamespaceNetworkRuleSet(
             f"{name}-network",

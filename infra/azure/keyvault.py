@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 import pulumi
 from pulumi_azure_native import keyvault
 
+from infra.leftovers import KEY_VAULT_SOFT_DELETE_DAYS
+
 # Shortest soft-delete window Key Vault allows: a destroyed stack's secrets stay recoverable a week.
-SOFT_DELETE_DAYS = 7
+SOFT_DELETE_DAYS = KEY_VAULT_SOFT_DELETE_DAYS
 
 
 @dataclass(frozen=True)

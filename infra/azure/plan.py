@@ -72,11 +72,16 @@ def security_posture(settings: AzureStackSettings) -> SecurityPosture:
     if pool:
         identities += [
             "Synapse: Entra ID only, no SQL password",
-            "workspace identity: write lake, checkpoints, logs, workspace; read artifacts, the hub, the listen "
-            "secret only",
+            "workspace identity: write its workspace filesystem; read artifacts only",
         ]
     identities.append(
-        "you (the deploying identity): read the send secret" + ("; write artifacts" if pool else "")
+        "you (the deploying identity): read the send secret"
+        + (
+            "; write artifacts; and, as the identity the jobs run as (Synapse runs a submitted job as its "
+            "submitter): write lake, checkpoints, logs; read the hub and the listen secret"
+            if pool
+            else ""
+        )
     )
     return SecurityPosture(
         encryption=tuple(encryption),

@@ -44,8 +44,8 @@ from infra.pipelines import (
 )
 from infra.tags import tag_every_resource
 
-# Key Vault secrets: the jobs' listen connection string (only the workspace identity may read it) and the load
-# generator's send connection string (only the identity that deployed the stack may read it).
+# Key Vault secrets: the jobs' listen connection string (only the identity the jobs run as may read it) and the
+# load generator's send connection string (only the identity that deployed the stack may read it).
 LISTEN_SECRET = "eventhubs-listen"
 SEND_SECRET = "eventhubs-send"
 OUTPUT_NAMES = (
@@ -253,6 +253,8 @@ def _declare_spark(
             idle_timeout_minutes=settings.cluster.idle_timeout_minutes,
             library_requirements=inputs.requirements,
             allowed_ip_ranges=settings.allowed_ip_ranges,
+            # The stack's tags (also added by the stack transformation): the library fingerprint covers them.
+            tags=settings.tags,
         ),
     )
     endpoints = ManagedPrivateEndpoints(
@@ -270,20 +272,25 @@ def _declare_spark(
     )
     fs = storage.filesystem_ids
     ws = spark.principal_id
+    # Who the jobs run as. Synapse runs a Spark job definition submitted through its API as the identity that
+    # submits it: getSecret (the listen secret) and getToken (the lake and checkpoints) inside the job act as
+    # that identity, never as the workspace's. The job deployment submits with the deployer's credential, so
+    # the job grants go to the deployer, and the job resource records (and checks) that identity.
+    job_identity, job_identity_type = core.deployer_id, settings.deployer_type
     grants = [
         *(
-            Grant(f"workspace-{role}", "Storage Blob Data Contributor", ws, fs[role], "ServicePrincipal")
-            for role in ("lake", "checkpoints", "logs", "workspace")
+            Grant(f"jobs-{role}", "Storage Blob Data Contributor", job_identity, fs[role], job_identity_type)
+            for role in ("lake", "checkpoints", "logs")
         ),
-        Grant("workspace-artifacts", "Storage Blob Data Reader", ws, fs["artifacts"], "ServicePrincipal"),
         Grant(
-            "workspace-listen-secret",
+            "jobs-listen-secret",
             "Key Vault Secrets User",
-            ws,
+            job_identity,
             secrets.secret_ids[LISTEN_SECRET],
-            "ServicePrincipal",
+            job_identity_type,
         ),
-        Grant("workspace-hub", "Azure Event Hubs Data Receiver", ws, hubs.hub_id, "ServicePrincipal"),
+        Grant("jobs-hub", "Azure Event Hubs Data Receiver", job_identity, hubs.hub_id, job_identity_type),
+        # The deployer uploads the artifacts (and, as the jobs' identity, the pool reads them as it).
         Grant(
             "deployer-artifacts",
             "Storage Blob Data Contributor",
@@ -291,8 +298,15 @@ def _declare_spark(
             fs["artifacts"],
             settings.deployer_type,
         ),
+        # What Synapse itself does as the workspace: its default filesystem (libraries, Spark logs), and the
+        # artifacts it stages for a batch.
+        Grant(
+            "workspace-workspace", "Storage Blob Data Contributor", ws, fs["workspace"], "ServicePrincipal"
+        ),
+        Grant("workspace-artifacts", "Storage Blob Data Reader", ws, fs["artifacts"], "ServicePrincipal"),
     ]
     access = Access("spark-access", AccessArgs(subscription_id=core.subscription_id, grants=grants))
+    libraries = spark.install_libraries(after=[access.assignments["workspace-workspace"], endpoints])
     jobs = JobDeployment(
         "jobs",
         JobDeploymentArgs(
@@ -306,7 +320,8 @@ def _declare_spark(
             parallelism=settings.parallelism,
             job_args={p: job_args(p, settings, vault_name=secrets.vault_name) for p in settings.pipelines},
             batch_pipelines=frozenset(p for p in settings.pipelines if not PIPELINE_JOBS[p].streaming),
-            depends_on=[access, endpoints, spark.libraries, *spark.firewall_rules],
+            run_as_principal_id=job_identity,
+            depends_on=[access, endpoints, libraries, *spark.firewall_rules],
         ),
     )
     return spark, jobs

@@ -585,6 +585,10 @@ def _parse_event_hub(value: Any, *, prefix: str, parallelism: int, where: str) -
     )
 
 
+# Azure Storage's IP rules take single addresses or ranges up to /30; a /32 is written as its address.
+_REFUSED_BY_STORAGE = 31
+
+
 def _parse_network(value: Any, *, where: str) -> tuple[str, ...]:
     """``lakestack:network.allowedIpRanges``: public IPv4 addresses or CIDR ranges, normalised."""
     raw = _mapping("lakestack:network", value, where=where, fields=("allowedIpRanges",))
@@ -612,6 +616,15 @@ def _parse_network(value: Any, *, where: str) -> tuple[str, ...]:
                 entry,
                 "public IPv4 addresses or CIDR ranges of /8 or narrower, such as 198.51.100.7 or "
                 "198.51.100.0/28 (the addresses you run pulumi up and lakestack load from)",
+                where=where,
+            )
+        if network.prefixlen == _REFUSED_BY_STORAGE:
+            first, last = network.network_address, network.broadcast_address
+            raise ConfigError(
+                "lakestack:network.allowedIpRanges",
+                entry,
+                f"single addresses instead of a /31, which Azure Storage's firewall refuses: list {first} and "
+                f"{last}",
                 where=where,
             )
         normalised.append(str(network.network_address) if network.prefixlen == 32 else str(network))

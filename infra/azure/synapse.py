@@ -40,8 +40,14 @@ def firewall_range(ip_range: str) -> tuple[str, str]:
     return str(network.network_address), str(network.broadcast_address)
 
 
+def pool_fingerprint(args: SparkWorkspaceArgs) -> str:
+    """A digest of everything that makes Pulumi re-send the pool (which may drop its libraries): its sizing
+    inputs, location and tags (the stack's tags included: pass them in ``args.tags``)."""
+    return fingerprint({**pool_inputs(args), "location": args.location, "tags": dict(args.tags)})
+
+
 def pool_inputs(args: SparkWorkspaceArgs) -> dict[str, Any]:
-    """The Spark pool's sizing inputs (also what the library update's fingerprint covers)."""
+    """The Spark pool's sizing inputs."""
     s = args.sizing
     return {
         "spark_version": args.spark_version,
@@ -126,14 +132,8 @@ class SparkWorkspace(pulumi.ComponentResource):
             opts=child,
             **sizing_inputs,
         )
-        self.libraries = PoolLibraries(
-            f"{name}-libraries",
-            pool_id=pool.id,
-            requirements=args.library_requirements,
-            pool_fingerprint=fingerprint(sizing_inputs),
-            # The read-modify-write of the pool must come after every change Pulumi makes to it.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[pool]),
-        )
+        self._name, self._args, self._pool = name, args, pool
+        self.libraries: PoolLibraries | None = None
         self.firewall_rules = rules
         self.workspace_name: pulumi.Output[str] = workspace.name
         self.workspace_id: pulumi.Output[str] = workspace.id
@@ -151,3 +151,17 @@ class SparkWorkspace(pulumi.ComponentResource):
                 "pool_id": self.pool_id,
             }
         )
+
+    def install_libraries(self, *, after: Sequence[pulumi.Resource]) -> PoolLibraries:
+        """Declare the pool's library install, once what it needs is declared: ``after`` holds the workspace
+        identity's grant on its filesystem and the approved private endpoints to storage (pip's packages are
+        staged in the workspace filesystem, over those endpoints)."""
+        self.libraries = PoolLibraries(
+            f"{self._name}-libraries",
+            pool_id=self._pool.id,
+            requirements=self._args.library_requirements,
+            pool_fingerprint=pool_fingerprint(self._args),
+            # The read-modify-write of the pool must come after every change Pulumi makes to it.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self._pool, *after]),
+        )
+        return self.libraries

@@ -5,7 +5,7 @@ No account key is ever put in options or code. In order:
    emulator's address from that variable only, and its well-known development account.
 2. Entra ID settings in the environment (``AZURE_CLIENT_ID`` with ``AZURE_FEDERATED_TOKEN_FILE`` or
    ``AZURE_CLIENT_SECRET``, ...): object_store reads them itself.
-3. A Synapse Spark pool: the workspace identity's token for storage, from the runtime's ``mssparkutils``
+3. A Synapse Spark pool: the token for storage of the identity the job runs as (its submitter), from the runtime's ``mssparkutils``
    (Synapse exposes no instance metadata identity to user code), renewed before it expires.
 4. Otherwise object_store's own fallback: the managed identity of the VM (instance metadata).
 """
@@ -124,7 +124,7 @@ class RenewingTokenOptions(dict[str, str]):
         if not token:
             raise StorageConfigError(
                 f"expected an access token for Azure Storage (account {self._account!r}) from the Synapse "
-                "runtime, found an empty one. Check that the workspace identity has the 'Storage Blob Data "
+                "runtime, found an empty one. Check that the identity the job runs as (its submitter) has the 'Storage Blob Data "
                 "Contributor' role on the account."
             )
         now = self._clock()

@@ -23,7 +23,7 @@ def storage_options_for(
     No key is ever put in the options: delta-rs (object_store) reads credentials from the environment
     (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_SESSION_TOKEN``, ``AZURE_CLIENT_ID``/
     ``AZURE_FEDERATED_TOKEN_FILE``/``AZURE_TENANT_ID``) or from the instance (EC2/EMR instance profile, Azure
-    managed identity). On a Synapse Spark pool the options carry the workspace identity's Entra ID token for
+    managed identity). On a Synapse Spark pool the options carry the Entra ID token of the identity the job runs as (its submitter) for
     storage, renewed before it expires; with ``AZURITE_BLOB_STORAGE_URL`` set, ``abfss://`` tables are on the
     Azurite emulator (see ``jobs.lake._azure``). Pass them through :func:`redact` before logging.
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def foreach_batch_writer(
+def foreach_batch_writer(  # noqa: PLR0913 -- keyword-only writer options
     table: LakeTable,
     *,
     app_id: str,
@@ -29,6 +29,7 @@ def foreach_batch_writer(
     target_file_size: int | None = None,
     retry: RetryPolicy | None = None,
     timings: Callable[[int, dict[str, Any]], None] | None = None,
+    skip_empty: bool = False,
 ) -> Callable[[DataFrame, int], None]:
     """Return a function for ``writeStream.foreachBatch(...)`` that appends each batch exactly once.
 
@@ -43,7 +44,11 @@ def foreach_batch_writer(
       batch to Arrow on the driver (:func:`jobs.lake.to_arrow`) and appends it.
 
     Empty batches are committed too (a commit with the transaction and no files): an available-now run
-    then always leaves a commit behind, and ``commits()`` shows every batch the query ran.
+    then always leaves a commit behind, and ``commits()`` shows every batch the query ran. With
+    ``skip_empty`` a batch without rows commits nothing: for a source that can only learn whether a stream
+    has new records by running a batch (the Kinesis source, whose executors read), so an idle stream, or a
+    restart with nothing new, does not add a commit per poll. Nothing is lost: a replay of that batch is
+    empty too, and the next batch that has rows carries a higher transaction version.
 
     Transient storage errors are retried (bounded, full jitter) and then raised as ``LakeWriteError`` so
     the query fails and replays the batch; a batch is never dropped.
@@ -61,6 +66,7 @@ def foreach_batch_writer(
             (transaction lookup and append; with the JVM engine the executors' write and the commit), ``total_s``,
             ``committed_at`` (epoch seconds the commit returned), ``rows``, ``committed``. Stage timings
             (:mod:`jobs.stages`) are built from it.
+        skip_empty: commit nothing for a batch without rows (see above).
     """
     policy = retry or LAKE_RETRY
     table_uri = table.uri
@@ -69,7 +75,15 @@ def foreach_batch_writer(
         table.append, partition_by=partition_by, schema_mode=schema_mode, target_file_size=target_file_size
     )
     if table.engine.accepts_frames:
-        return _frame_writer(table, append, app_id=app_id, prepare=prepare, policy=policy, timings=timings)
+        return _frame_writer(
+            table,
+            append,
+            app_id=app_id,
+            prepare=prepare,
+            policy=policy,
+            timings=timings,
+            skip_empty=skip_empty,
+        )
 
     def write_batch(batch_df: DataFrame, batch_id: int) -> None:
         started = time.perf_counter()
@@ -93,6 +107,9 @@ def foreach_batch_writer(
         frame = prepare(batch_df, batch_id) if prepare is not None else batch_df
         data = to_arrow(frame)
         converted = time.perf_counter()
+        if skip_empty and data.num_rows == 0:
+            _skipped_empty(table_uri, app_id, batch_id, started, timings)
+            return
 
         result = with_retries(
             lambda: append(data, app_id=app_id, batch_id=batch_id),
@@ -135,19 +152,34 @@ def _frame_writer(
     prepare: Callable[[DataFrame, int], DataFrame] | None,
     policy: RetryPolicy,
     timings: Callable[[int, dict[str, Any]], None] | None,
+    skip_empty: bool,
 ) -> Callable[[DataFrame, int], None]:
-    """The writer for an engine that takes DataFrames: the executors write, the driver commits the log."""
+    """The writer for an engine that takes DataFrames: the executors write, the driver commits the log.
+
+    With ``skip_empty`` the batch is persisted on the executors first, so finding out whether it has a row
+    and writing it read the source once (a Kinesis batch's range is read by its tasks, not re-fetched).
+    """
     table_uri = table.uri
 
     def write_batch(batch_df: DataFrame, batch_id: int) -> None:
         started = time.perf_counter()
         frame = prepare(batch_df, batch_id) if prepare is not None else batch_df
+        if skip_empty:
+            from pyspark import StorageLevel
 
-        result = with_retries(
-            lambda: append(frame, app_id=app_id, batch_id=batch_id),
-            what=f"append of batch {batch_id} to {table_uri}",
-            policy=policy,
-        )
+            frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            if skip_empty and frame.isEmpty():
+                _skipped_empty(table_uri, app_id, batch_id, started, timings)
+                return
+            result = with_retries(
+                lambda: append(frame, app_id=app_id, batch_id=batch_id),
+                what=f"append of batch {batch_id} to {table_uri}",
+                policy=policy,
+            )
+        finally:
+            if skip_empty:
+                frame.unpersist()
         finished = time.perf_counter()
         if timings is not None:
             measured: dict[str, Any] = {"total_s": finished - started, "rows": result.rows}
@@ -173,3 +205,16 @@ def _frame_writer(
         )
 
     return write_batch
+
+
+def _skipped_empty(
+    table_uri: str,
+    app_id: str,
+    batch_id: int,
+    started: float,
+    timings: Callable[[int, dict[str, Any]], None] | None,
+) -> None:
+    """A batch without rows under ``skip_empty``: no commit, reported as such."""
+    if timings is not None:
+        timings(batch_id, {"total_s": time.perf_counter() - started, "rows": 0, "committed": False})
+    log.info("lake %s app=%s batch=%d skipped: no rows", table_uri, app_id, batch_id)

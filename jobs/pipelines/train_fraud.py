@@ -13,7 +13,7 @@ import json
 import os
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,14 @@ from jobs.pipelines._fraud_features import FEATURES, features_for
 from jobs.pipelines._fraud_model import FraudModel, precision_recall
 from jobs.pipelines._fraud_rule import Txn
 
-DEFAULT_OUTPUT = Path(__file__).with_name("fraud_model.json")
+# The model the fraud job scores with by default; it ships with the kit, so a training run never replaces it
+# unless asked to (--force).
+SHIPPED_MODEL = Path(__file__).with_name("fraud_model.json")
+
+
+def default_output() -> Path:
+    """Where a training run writes its model unless told: a new file under reports/ in the current folder."""
+    return Path("reports") / f"fraud-model-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json"
 
 
 @dataclass(frozen=True)
@@ -32,9 +39,10 @@ class TrainSettings:
 
     events: Path
     truth: Path
-    output: Path = DEFAULT_OUTPUT
+    output: Path = field(default_factory=default_output)
     test_share: float = 0.25
     threshold: float = 0.5
+    force: bool = False
 
     def __post_init__(self) -> None:
         for flag, path in (("--events", self.events), ("--truth", self.truth)):
@@ -47,6 +55,11 @@ class TrainSettings:
         if not 0.0 < self.threshold < 1.0:
             raise SettingsError(
                 f"--threshold: expected a probability between 0 and 1, found {self.threshold}."
+            )
+        if self.output.resolve() == SHIPPED_MODEL.resolve() and not self.force:
+            raise SettingsError(
+                f"--output: {self.output} is the model shipped with the kit (the fraud job's default --model); "
+                "give another path, or pass --force to replace it."
             )
         _check_writable(self.output)
 
@@ -190,8 +203,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--output",
         type=Path,
-        default=DEFAULT_OUTPUT,
-        help="artifact to write (default: the one the job ships)",
+        default=None,
+        metavar="PATH",
+        help="artifact to write (default: reports/fraud-model-<UTC time>.json); the fraud job reads it with "
+        f"--model PATH. Replacing the shipped {SHIPPED_MODEL.name} needs --force",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="allow --output to replace the model shipped with the kit"
     )
     parser.add_argument(
         "--test-share", type=float, default=0.25, help="held-out share (default: %(default)s)"
@@ -201,9 +219,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = TrainSettings(
         events=args.events,
         truth=args.truth,
-        output=args.output,
+        output=args.output or default_output(),
         test_share=args.test_share,
         threshold=args.threshold,
+        force=args.force,
     )
     model = train(settings)
     settings.output.parent.mkdir(parents=True, exist_ok=True)

@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 
 # Kinesis allows 5 GetRecords calls per second per shard (shared by all consumers of the shard).
 MIN_SECONDS_BETWEEN_GET_RECORDS = 0.2
+# ... and 2 MB/s of reads per shard: after a reply of n bytes the next call waits n / READ_BYTES_PER_SECOND.
+READ_BYTES_PER_SECOND = 2 * 1024 * 1024
 GET_RECORDS_MAX_LIMIT = 10_000
 # A sparse shard can answer empty while records exist further on (MillisBehindLatest > 0); bound the walk.
 MAX_EMPTY_POLLS_BEHIND = 20
@@ -71,10 +73,11 @@ class ShardRead:
     lost: str | None = None  # description of a data-loss gap skipped with fail_on_data_loss=False
     stats: CallStats = field(default_factory=CallStats)
     inline: bool = True  # False once the payloads were dropped to bound memory
+    limited: bool = False  # a record, byte or time limit ended the read before the shard's tip
 
 
 class _Pacer:
-    """Keeps GetRecords on one shard at most 5 calls/s within this process."""
+    """Keeps GetRecords on one shard at most 5 calls/s and 2 MB/s within this process."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -87,6 +90,13 @@ class _Pacer:
             self._last[key] = max(now, ready)
         if ready > now:
             sleep(ready - now)
+
+    def charge(self, key: str, nbytes: int, bytes_per_second: float) -> None:
+        """A reply of ``nbytes`` delays the shard's next call to keep its read rate under the quota."""
+        extra = nbytes / bytes_per_second - MIN_SECONDS_BETWEEN_GET_RECORDS
+        if extra > 0:
+            with self._lock:
+                self._last[key] = self._last.get(key, time.monotonic()) + extra
 
 
 _PACER = _Pacer()
@@ -191,7 +201,8 @@ class ShardReader:
         closed_end: str | None,
         max_records: int | None = None,
         until_sequence: str | None = None,
-        inline_bytes: int | None = None,
+        max_bytes: int | None = None,
+        deadline: float | None = None,
     ) -> ShardRead:
         """Read records after ``position``.
 
@@ -199,7 +210,8 @@ class ShardReader:
         range, inclusive), when caught up with the shard, or at the end of a closed shard. A closed shard
         is finished when GetRecords returns no next iterator (AWS), when its ``EndingSequenceNumber`` has
         been read (the emulator never returns a null iterator), or when it answers empty with
-        ``MillisBehindLatest == 0``.
+        ``MillisBehindLatest == 0``. ``max_bytes`` (payload bytes) and ``deadline`` (``time.monotonic()``)
+        end a read too; ``limited`` on the result says a limit, not the tip, ended it.
         """
         walk = _ShardWalk(
             self,
@@ -207,7 +219,8 @@ class ShardReader:
             closed_end=closed_end,
             max_records=max_records,
             until=int(until_sequence) if until_sequence is not None else None,
-            inline_bytes=inline_bytes,
+            max_bytes=max_bytes,
+            deadline=deadline,
         )
         start = position
         if self._check_expiry(shard_id, position, walk.result):
@@ -230,14 +243,16 @@ class _ShardWalk:
         closed_end: str | None,
         max_records: int | None,
         until: int | None,
-        inline_bytes: int | None,
+        max_bytes: int | None = None,
+        deadline: float | None = None,
     ) -> None:
         self.reader = reader
         self.shard_id = shard_id
         self.closed_end = closed_end
         self.max_records = max_records
         self.until = until
-        self.inline_bytes = inline_bytes
+        self.max_bytes = max_bytes
+        self.deadline = deadline
         self.result = ShardRead()
         self.last_seq: str | None = None
         self.iterator: str | None = None
@@ -264,10 +279,18 @@ class _ShardWalk:
             if response is None:
                 continue  # the iterator expired and was refreshed
             if self._take(response):
-                return
+                break
+        if self._full() and not self.result.finished and self.until is None:
+            # Stopped by a limit, whatever the shard said of its tip: the next batch reads on at once.
+            self.result.limited = True
 
     def _full(self) -> bool:
-        return self.max_records is not None and len(self.result.sequence_numbers) >= self.max_records
+        result = self.result
+        return (
+            (self.max_records is not None and len(result.sequence_numbers) >= self.max_records)
+            or (self.max_bytes is not None and result.nbytes >= self.max_bytes)
+            or (self.deadline is not None and time.monotonic() >= self.deadline)
+        )
 
     def _limit(self) -> int:
         if self.max_records is None:
@@ -283,7 +306,8 @@ class _ShardWalk:
 
     def _get_records(self) -> dict[str, Any] | None:
         reader, iterator, limit = self.reader, self.iterator, self._limit()
-        _PACER.wait(f"{reader._stream}/{self.shard_id}", reader._sleep)
+        key = f"{reader._stream}/{self.shard_id}"
+        _PACER.wait(key, reader._sleep)
         try:
             response: dict[str, Any] = call_with_retry(
                 lambda: reader._client.get_records(ShardIterator=iterator, Limit=limit),
@@ -305,6 +329,7 @@ class _ShardWalk:
                 ) from error
             self._refresh(error)
             return None
+        _PACER.charge(key, sum(len(r["Data"]) for r in response.get("Records", [])), READ_BYTES_PER_SECOND)
         return response
 
     def _keep(self, records: list[dict[str, Any]]) -> bool:
@@ -313,6 +338,10 @@ class _ShardWalk:
         for record in records:
             seq = record["SequenceNumber"]
             if until is not None and int(seq) > until:
+                return True
+            if self.max_bytes is not None and result.sequence_numbers and result.nbytes >= self.max_bytes:
+                # The rest of this reply is the next batch's (a limit, not the tip, ended this read).
+                result.limited = True
                 return True
             payload = record["Data"]
             arrival = epoch_micros(record["ApproximateArrivalTimestamp"])
@@ -337,10 +366,6 @@ class _ShardWalk:
         result.millis_behind_latest = behind
         self.iterator = response.get("NextShardIterator")
         reached_until = self._keep(records)
-        if result.inline and self.inline_bytes is not None and result.nbytes > self.inline_bytes:
-            # Too big to ship inside the task: keep only positions, the executor re-reads the range.
-            result.inline = False
-            result.data, result.partition_keys, result.arrival_micros = [], [], []
         if reached_until:
             return True
         if (

@@ -1,15 +1,17 @@
 """Kinesis Data Streams source for Spark Structured Streaming, on Spark 4.0's Python Data Source API.
 
-How a micro-batch is planned (``latestOffset``, in the driver-side Python process):
+How a micro-batch is planned (``latestOffset``, in the driver-side Python process), with no GetRecords call:
 1. ListShards; shards new since the last batch are added (children of a reshard start at their
    beginning); a closed shard that was read to its end is marked done and never polled again.
 2. A shard is eligible only once all of its parents are done as of the previous batch, so a child's
    records always land in a later micro-batch than its parents' (per-key order holds across reshards).
-3. Each eligible shard is read from its position up to ``max_records_per_shard`` records. The offset is
-   the last sequence number read per shard, so a batch range is exact and replayable.
-The records read while planning travel inside the Spark task (Arrow IPC) instead of being read a second
-time by the executor: Kinesis allows 5 reads/s and 2 MB/s per shard, shared by every consumer. A replay
-after a restart (no prefetched data) or a range too large to ship re-reads the exact range on the executor.
+3. The batch's offset is where every shard stands and which shards it reads
+   (:class:`jobs.sources.kinesis_ranges.PlannedBatch`). Where each shard stands comes from the ranges the
+   previous batch's tasks recorded.
+Each eligible shard is one Spark task: the executor reads the shard from its position within the batch's
+limits (records, bytes, seconds per shard), records the range it read in the checkpoint before it hands
+rows to Spark, and a replay of the batch reads exactly that range (see :mod:`jobs.sources.kinesis_ranges`).
+The driver's cost no longer grows with the stream's bytes: only executors touch records.
 """
 
 from __future__ import annotations
@@ -19,8 +21,7 @@ import random
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -31,7 +32,7 @@ from pyspark.sql.types import BinaryType, StringType, StructField, StructType, T
 from jobs._aws import make_client
 from jobs._options import parse_bool
 from jobs._retry import RetryPolicy
-from jobs._store import CHECKPOINT_S3_ATTEMPTS
+from jobs._store import CHECKPOINT_S3_ATTEMPTS, CheckpointStore
 from jobs.checkpoint import DEFAULT_BATCHES_TO_RETAIN, BatchFiles, SourceRef, claim_checkpoint
 from jobs.checkpoint import batches_to_retain as spark_batches_to_retain
 from jobs.sources._checkpoint import last_logged_offset, metrics_files, pinned_start, read_metrics
@@ -48,6 +49,16 @@ from jobs.sources._offsets import (
 from jobs.sources._python_worker import keep_unchanged_zip_directories
 from jobs.sources._shards import ShardRead, ShardReader, list_shards
 from jobs.sources.errors import DataLossError, SourceSettingsError
+from jobs.sources.kinesis_ranges import (
+    Limits,
+    PlannedBatch,
+    RangeLog,
+    RangeRecord,
+    has_more,
+    next_positions,
+    quota_ready_at,
+    read_task,
+)
 
 log = logging.getLogger(__name__)
 
@@ -68,10 +79,12 @@ _ARROW_FIELDS: list[pa.Field[Any]] = [
     pa.field("arrival_time", pa.timestamp("us", tz="UTC"), nullable=False),
 ]
 _ARROW_SCHEMA = pa.schema(_ARROW_FIELDS)
-# Ranges bigger than this are re-read by the executor instead of travelling inside the task
-# (spark.rpc.message.maxSize is 128 MiB by default).
-DEFAULT_INLINE_BYTES_PER_SHARD = 32 * 1024 * 1024
-INLINE_BYTES_PER_BATCH = 256 * 1024 * 1024
+# One shard's task holds its range in memory until the range is recorded: bounded by these per batch.
+DEFAULT_MAX_BYTES_PER_SHARD = 16 * 1024 * 1024
+DEFAULT_READ_SECONDS_PER_SHARD = 10.0
+# How often an idle stream is polled: a batch whose reads all reached the tip is followed by the next one
+# only after this long (finding new records takes a batch, the planner never reads records).
+DEFAULT_IDLE_POLL_MS = 500
 
 
 @dataclass(frozen=True)
@@ -87,7 +100,9 @@ class KinesisSourceSettings:
     fail_on_data_loss: bool = True
     client_factory: str | None = None
     max_attempts: int = 8
-    inline_bytes_per_shard: int = DEFAULT_INLINE_BYTES_PER_SHARD
+    max_bytes_per_shard: int = DEFAULT_MAX_BYTES_PER_SHARD
+    read_seconds_per_shard: float = DEFAULT_READ_SECONDS_PER_SHARD
+    idle_poll_ms: int = DEFAULT_IDLE_POLL_MS
     batches_to_retain: int = DEFAULT_BATCHES_TO_RETAIN
 
     @classmethod
@@ -102,14 +117,21 @@ class KinesisSourceSettings:
         try:
             cap = int(opts.get("maxrecordspershard", "10000"))
             attempts = int(opts.get("maxattempts", "8"))
-            inline = int(opts.get("inlinebytespershard", str(DEFAULT_INLINE_BYTES_PER_SHARD)))
+            max_bytes = int(opts.get("maxbytespershard", str(DEFAULT_MAX_BYTES_PER_SHARD)))
+            seconds = float(opts.get("readsecondspershard", str(DEFAULT_READ_SECONDS_PER_SHARD)))
+            idle = int(opts.get("idlepollms", str(DEFAULT_IDLE_POLL_MS)))
             retain = int(opts.get("batchestoretain", str(DEFAULT_BATCHES_TO_RETAIN)))
         except ValueError as error:
-            raise SourceSettingsError(f"expected integer source options, {error}") from error
+            raise SourceSettingsError(f"expected numeric source options, {error}") from error
         if cap < 1:
             raise SourceSettingsError(f"expected --max-records-per-shard >= 1, found {cap}.")
         if attempts < 1:
             raise SourceSettingsError(f"expected maxAttempts >= 1, found {attempts}.")
+        if max_bytes < 1 or seconds <= 0 or idle < 0:
+            raise SourceSettingsError(
+                f"expected maxBytesPerShard >= 1, readSecondsPerShard > 0 and idlePollMs >= 0, found "
+                f"{max_bytes}, {seconds} and {idle}."
+            )
         if retain < 1:
             raise SourceSettingsError(f"expected batchesToRetain >= 1, found {retain}.")
         return cls(
@@ -122,26 +144,53 @@ class KinesisSourceSettings:
             fail_on_data_loss=parse_bool(opts.get("failondataloss", "true"), name="failOnDataLoss"),
             client_factory=opts.get("clientfactory") or None,
             max_attempts=attempts,
-            inline_bytes_per_shard=inline,
+            max_bytes_per_shard=max_bytes,
+            read_seconds_per_shard=seconds,
+            idle_poll_ms=idle,
             batches_to_retain=retain,
         )
+
+    @property
+    def limits(self) -> Limits:
+        return Limits(self.max_records_per_shard, self.max_bytes_per_shard, self.read_seconds_per_shard)
+
+
+class ShardTask(InputPartition):
+    """One shard's part of a planned batch: read on the executor from ``start``, recorded before use."""
+
+    def __init__(
+        self,
+        batch: int,
+        shard_id: str,
+        start: ShardPosition,
+        *,
+        closed_end: str | None,
+        retention_ms: int,
+        not_before: float | None = None,
+    ) -> None:
+        super().__init__(shard_id)
+        self.batch = batch
+        self.shard_id = shard_id
+        self.start = start
+        self.closed_end = closed_end
+        self.retention_ms = retention_ms
+        self.not_before = not_before
+
+    def __repr__(self) -> str:
+        return f"ShardTask(batch {self.batch}, {self.shard_id} after {self.start.sequence})"
 
 
 @dataclass(frozen=True)
 class ShardRange:
-    """One shard's range of one micro-batch: after ``start`` up to ``end_sequence`` inclusive.
-
-    ``arrow`` holds the rows read while planning (Arrow IPC); None means the executor reads the range.
-    """
+    """A range of an offset logged before ranges were recorded: after ``start`` up to ``end_sequence``."""
 
     shard_id: str
     start: ShardPosition
     end_sequence: str
-    arrow: bytes | None = None
 
 
 class KinesisPartition(InputPartition):
-    """The shard ranges one Spark task emits."""
+    """The replay of one shard's range of a batch whose offset holds its end (logged by an older version)."""
 
     def __init__(self, ranges: list[ShardRange]) -> None:
         super().__init__([r.shard_id for r in ranges])
@@ -153,26 +202,6 @@ class KinesisPartition(InputPartition):
             + ", ".join(f"{r.shard_id}:{r.start.sequence}..{r.end_sequence}" for r in self.ranges)
             + ")"
         )
-
-
-def pack_ranges(ranges: list[ShardRange], *, task_bytes: int) -> list[KinesisPartition]:
-    """Prefetched ranges share tasks up to ``task_bytes`` (a task per shard costs more than the copy);
-    ranges the executor must read from Kinesis get a task each, so shards are read in parallel."""
-    packed: list[KinesisPartition] = []
-    group: list[ShardRange] = []
-    size = 0
-    for shard_range in ranges:
-        if shard_range.arrow is None:
-            packed.append(KinesisPartition([shard_range]))
-            continue
-        if group and size + len(shard_range.arrow) > task_bytes:
-            packed.append(KinesisPartition(group))
-            group, size = [], 0
-        group.append(shard_range)
-        size += len(shard_range.arrow)
-    if group:
-        packed.append(KinesisPartition(group))
-    return packed
 
 
 def _to_arrow(shard_id: str, read: ShardRead) -> pa.RecordBatch:
@@ -189,56 +218,36 @@ def _to_arrow(shard_id: str, read: ShardRead) -> pa.RecordBatch:
     )
 
 
-def _merge(first: ShardRead, more: ShardRead) -> ShardRead:
-    inline = first.inline and more.inline
-    first.stats.add(more.stats)
-    return ShardRead(
-        data=first.data + more.data if inline else [],
-        partition_keys=first.partition_keys + more.partition_keys if inline else [],
-        sequence_numbers=first.sequence_numbers + more.sequence_numbers,
-        arrival_micros=first.arrival_micros + more.arrival_micros if inline else [],
-        arrival_sum_us=first.arrival_sum_us + more.arrival_sum_us,
-        nbytes=first.nbytes + more.nbytes,
-        last_sequence=more.last_sequence or first.last_sequence,
-        last_arrival_ms=more.last_arrival_ms or first.last_arrival_ms,
-        finished=more.finished,
-        millis_behind_latest=more.millis_behind_latest,
-        lost=more.lost,
-        stats=first.stats,
-        inline=inline,
-    )
+# Clients built in this process (a Python worker serves many tasks): a fresh boto3 client per task costs
+# more than a small batch's read.
+_CLIENTS: dict[tuple[str, str, str | None, str | None], Any] = {}
+_CLIENTS_LOCK = threading.Lock()
 
 
-def _ipc_bytes(batch: pa.RecordBatch) -> bytes:
-    sink = pa.BufferOutputStream()
-    # lz4 keeps tasks small (payloads are often JSON) for little CPU.
-    options = pa.ipc.IpcWriteOptions(compression="lz4")
-    with pa.ipc.new_stream(sink, batch.schema, options=options) as writer:
-        writer.write_batch(batch)
-    return sink.getvalue().to_pybytes()
-
-
-# What a read-ahead was started from: a plan uses it only when a shard's position is the same.
-_ReadAheadKey = tuple[str, ShardPosition]
-# What a planned range's rows are kept under until partitions() ships them: shard, after, up to.
-_RangeKey = tuple[str, str | None, str]
-
-
-@dataclass
-class _Plan:
-    """One planning round: the shards, where each stands and what was read for it."""
-
-    listed: dict[str, ShardInfo]
-    positions: dict[str, ShardPosition]
-    eligible: list[ShardInfo]
-    lost: list[str]
-    list_stats: CallStats
-    retention_ms: int
-    reads: dict[str, ShardRead] = field(default_factory=dict)
+def _cached_client(service: str, settings: KinesisSourceSettings) -> Any:
+    key = (service, settings.region, settings.endpoint_url, settings.client_factory)
+    with _CLIENTS_LOCK:
+        if key not in _CLIENTS:
+            if service == "kinesis":
+                _CLIENTS[key] = make_client(
+                    "kinesis",
+                    region=settings.region,
+                    endpoint_url=settings.endpoint_url,
+                    factory=settings.client_factory,
+                    raw_timestamps=True,
+                )
+            else:
+                _CLIENTS[key] = make_client(
+                    "s3",
+                    region=settings.region,
+                    endpoint_url=settings.endpoint_url,
+                    attempts=CHECKPOINT_S3_ATTEMPTS,
+                )
+        return _CLIENTS[key]
 
 
 class KinesisStreamReader(DataSourceStreamReader):
-    """Plans capped micro-batches over a stream's shards; see the module docstring."""
+    """Plans micro-batches over a stream's shards, read by the executors; see the module docstring."""
 
     def __init__(self, settings: KinesisSourceSettings) -> None:
         self._settings = settings
@@ -249,18 +258,20 @@ class KinesisStreamReader(DataSourceStreamReader):
         self._client: Any = None
         self._s3_client: Any = None
         self._metrics_files: BatchFiles | None = None
-        self._position: StreamOffset | None = None
+        self._range_log: RangeLog | None = None
+        # The offset Spark logged last (or the one this reader returned last): a planned batch, or where
+        # every shard stands (the initial offset, or an offset logged by an older version).
+        self._last: dict[str, Any] | None = None
         self._next_batch = 0
         # Call counts of plans that found nothing new since the last batch, carried into the next one.
         self._carried: dict[str, Any] | None = None
         self._initial_offset: StreamOffset | None = None
-        self._pool: ThreadPoolExecutor | None = None
-        # Rows of planned ranges, waiting for partitions() to put them inside the tasks.
-        self._planned_rows: dict[_RangeKey, bytes] = {}
-        # Reads of the next batch started while Spark runs this one, by the position they start from.
-        self._read_ahead: dict[_ReadAheadKey, Future[ShardRead]] = {}
+        # When the last batch was found to have read up to every shard's tip (for the idle poll).
+        self._idle_since: float | None = None
+        # The batch this reader planned last (None until it planned one).
+        self._planned_here: int | None = None
 
-    # The reader is pickled to executors for read(): ship settings only, never clients or prefetched rows.
+    # The reader is pickled to executors for read(): ship settings only, never clients.
     def __getstate__(self) -> dict[str, Any]:
         return {"_settings": self._settings}
 
@@ -270,24 +281,22 @@ class KinesisStreamReader(DataSourceStreamReader):
 
     def _kinesis(self) -> Any:
         if self._client is None:
-            s = self._settings
-            self._client = make_client(
-                "kinesis",
-                region=s.region,
-                endpoint_url=s.endpoint_url,
-                factory=s.client_factory,
-                raw_timestamps=True,
-            )
+            self._client = _cached_client("kinesis", self._settings)
         return self._client
 
     def _s3(self) -> Any:
         # Built once: a fresh botocore session per metrics write would load the S3 model every batch.
         if self._s3_client is None:
-            s = self._settings
-            self._s3_client = make_client(
-                "s3", region=s.region, endpoint_url=s.endpoint_url, attempts=CHECKPOINT_S3_ATTEMPTS
-            )
+            self._s3_client = _cached_client("s3", self._settings)
         return self._s3_client
+
+    def _ranges(self) -> RangeLog:
+        if self._range_log is None:
+            s = self._settings
+            self._range_log = RangeLog(
+                CheckpointStore(s.checkpoint_location, self._s3), retain=s.batches_to_retain
+            )
+        return self._range_log
 
     def _shard_reader(self, *, retention_ms: int = 24 * 3600 * 1000) -> ShardReader:
         s = self._settings
@@ -313,8 +322,8 @@ class KinesisStreamReader(DataSourceStreamReader):
             explain_access_error(error, stream=s.stream_name, region=s.region, endpoint_url=s.endpoint_url)
             raise
 
-    def _restore(self) -> StreamOffset:
-        if self._position is None:
+    def _restore(self) -> dict[str, Any]:
+        if self._last is None:
             s = self._settings
             # The source claims its part of the checkpoint (a job adds its own and its target's) before it
             # reads a position from it: a checkpoint of another stream holds positions that mean nothing here.
@@ -324,14 +333,14 @@ class KinesisStreamReader(DataSourceStreamReader):
             logged = last_logged_offset(s.checkpoint_location, s.stream_name, self._s3)
             if logged is not None:
                 self._next_batch = logged[0] + 1
-                self._position = StreamOffset.from_json(logged[1])
+                self._last = logged[1]
             else:
-                self._position = self._initial()
+                self._last = self._initial().to_json()
             # Counts an earlier run wrote for the batch it never got to plan (idle plans, or a plan whose
             # offset Spark never logged) still belong to that batch.
             earlier = read_metrics(s.checkpoint_location, self._s3, batch_id=self._next_batch)
             self._carried = earlier[0] if earlier else None
-        return self._position
+        return self._last
 
     def _initial(self) -> StreamOffset:
         if self._initial_offset is None:
@@ -349,41 +358,85 @@ class KinesisStreamReader(DataSourceStreamReader):
 
     def latestOffset(self) -> dict[str, Any]:
         with self._lock:
-            start = self._restore()
-            end, metrics = self._plan(start)
+            last = self._restore()
+            begun, started_at = time.monotonic(), time.time()
+            planned = PlannedBatch.from_json(last)
+            if planned is None:
+                positions, busy, records = StreamOffset.from_json(last).shards, True, None
+            else:
+                records = self._ranges().read_batch(planned)
+                if records is None:
+                    # The logged batch has not run yet (Spark replays it after a restart): nothing new.
+                    return last
+                positions, busy = next_positions(planned, records), has_more(records.values())
+            plan = self._list(StreamOffset(self._settings.stream_name, positions))
+            reads = {info.shard_id: info.ending_sequence for info in plan.eligible}
+            if (
+                planned is not None
+                and records is not None
+                and planned.batch == self._planned_here
+                and not busy
+                and set(reads) == set(planned.read)
+                and not plan.lost
+                and self._idle(records)
+            ):
+                self._carry(plan, started_at, time.monotonic() - begun)
+                return last
+            self._idle_since = None
+            if not reads and not plan.lost:
+                self._carry(plan, started_at, time.monotonic() - begun)
+                return last
+            # A shard read at its quota's pace in the last batch starts its next read when the pace allows.
+            now = time.time()
+            ready = {k: round(quota_ready_at(r), 3) for k, r in (records or {}).items() if k in reads}
+            batch = PlannedBatch(
+                StreamOffset(self._settings.stream_name, plan.positions),
+                self._next_batch,
+                reads,
+                plan.retention_ms,
+                {k: at for k, at in ready.items() if at > now},
+            )
+            metrics = self._planned_metrics(plan, batch, started_at, time.monotonic() - begun)
             if self._carried is not None:
                 metrics = add_call_counts(metrics, self._carried)
-            metrics["batch_id"] = self._next_batch
-            if end != start:
-                self._record_metrics(metrics)
-                self._next_batch += 1
-                self._carried = None
-            elif _had_trouble(metrics):
-                # A plan that found nothing new still made calls, and on a quiet stream most plans are such.
-                # Its throttles and retries go into the next batch's metrics, and are written now under that
-                # batch id so they are seen even if the query stops before that batch.
-                metrics["idle_plans"] = metrics.get("idle_plans", 0) + 1
-                self._carried = metrics
-                self._metrics_store().write(self._next_batch, metrics)
-            self._position = end
-            return end.to_json()
+            self._record_metrics(metrics)
+            self._ranges().planned(batch)
+            self._next_batch += 1
+            self._carried = None
+            self._planned_here = batch.batch
+            self._last = batch.to_json()
+            return self._last
 
-    def _plan(self, start: StreamOffset) -> tuple[StreamOffset, dict[str, Any]]:
-        """Plan the batch after ``start``: list, check lineage and loss, read each eligible shard."""
-        begun = time.monotonic()
-        started_at = time.time()
-        plan = self._list(start)
-        reader = self._shard_reader(retention_ms=plan.retention_ms)
-        self._read_eligible(plan, reader)
-        end = StreamOffset(self._settings.stream_name, self._advance(plan))
-        self._start_read_ahead(reader, plan.listed, end.shards)
-        metrics = self._metrics(plan, time.monotonic() - begun)
-        # Wall-clock, to compare with the records' arrival times (jobs.stages: wait in the stream).
-        metrics["plan_started_at"] = round(started_at, 4)
-        records = metrics["records"]
-        arrivals = sum(read.arrival_sum_us for read in plan.reads.values())
-        metrics["mean_arrival_at"] = round(arrivals / records / 1e6, 4) if records else None
-        return end, metrics
+    def _idle(self, records: Mapping[str, RangeRecord]) -> bool:
+        """True while the next poll of a stream whose last batch read every shard to its tip must wait.
+
+        After a batch that found records the next one starts ``idle_poll_ms`` after they were read; after
+        one that found none, ``idle_poll_ms`` after that was seen, so a drain always sees a plan with nothing
+        new (how Spark tells that a query has caught up). Only batches this reader planned wait: after a
+        restart the stream is polled at once.
+        """
+        wait = self._settings.idle_poll_ms / 1000
+        if any(r.records for r in records.values()):
+            return time.time() - max(r.read_at for r in records.values()) < wait
+        now = time.monotonic()
+        if self._idle_since is None:
+            self._idle_since = now
+        return now - self._idle_since < wait
+
+    def _carry(self, plan: _Plan, started_at: float, seconds: float) -> None:
+        """A plan that made no batch still made calls; its throttles and retries go to the next batch's
+        metrics, written now under that batch id so they are seen even if the query stops before it."""
+        if not (plan.list_stats.throttled or plan.list_stats.retries):
+            return
+        metrics = {
+            **self._planned_metrics(plan, None, started_at, seconds),
+            "batch_id": self._next_batch,
+        }
+        if self._carried is not None:
+            metrics = add_call_counts(metrics, self._carried)
+        metrics["idle_plans"] = metrics.get("idle_plans", 0) + 1
+        self._carried = metrics
+        self._metrics_store().write(self._next_batch, metrics)
 
     def _list(self, start: StreamOffset) -> _Plan:
         """DescribeStreamSummary and ListShards; fails (or logs) on shards that expired unfinished."""
@@ -412,130 +465,38 @@ class KinesisStreamReader(DataSourceStreamReader):
         positions = carried_forward(start, listed)
         return _Plan(listed, positions, eligible_shards(listed, positions), lost, stats, retention_ms)
 
-    def _read_eligible(self, plan: _Plan, reader: ShardReader) -> None:
-        """Read every eligible shard up to the cap, starting from a matching read-ahead when there is one."""
-        pool = self._executor()
-        shards = len(plan.eligible)
-        futures: dict[str, Future[ShardRead]] = {}
-        for info in plan.eligible:
-            position = plan.positions[info.shard_id]
-            ahead = self._read_ahead.pop((info.shard_id, position), None)
-            futures[info.shard_id] = ahead or pool.submit(self._read_shard, reader, info, position, shards)
-        # Read-aheads of positions the plan moved away from (e.g. after a restart) are not worth waiting for.
-        for stale in self._read_ahead.values():
-            stale.cancel()
-        self._read_ahead.clear()
-        for info in plan.eligible:
-            read = futures[info.shard_id].result()
-            wanted = self._settings.max_records_per_shard - len(read.sequence_numbers)
-            if wanted > 0 and not read.finished and read.lost is None:
-                # The read-ahead may predate records that arrived since: top the batch up to the cap.
-                more = reader.read(
-                    info.shard_id,
-                    plan.positions[info.shard_id].after(read.last_sequence, read.last_arrival_ms),
-                    closed_end=info.ending_sequence,
-                    max_records=wanted,
-                    inline_bytes=self._inline_budget(shards) - read.nbytes,
-                )
-                read = _merge(read, more)
-            plan.reads[info.shard_id] = read
-
-    def _advance(self, plan: _Plan) -> dict[str, ShardPosition]:
-        """The end positions; the rows read inline wait in ``_planned_rows`` for :meth:`partitions`."""
-        positions = dict(plan.positions)
-        for shard_id, read in plan.reads.items():
-            position = positions[shard_id]
-            if read.sequence_numbers and read.inline and read.last_sequence is not None:
-                key = (shard_id, position.sequence, read.last_sequence)
-                self._planned_rows[key] = _ipc_bytes(_to_arrow(shard_id, read))
-            if read.sequence_numbers:
-                position = position.after(read.last_sequence, read.last_arrival_ms)
-            if read.finished:
-                position = replace(position, done=True)
-            if read.lost:
-                plan.lost.append(read.lost)
-            positions[shard_id] = position
-        return positions
-
-    def _metrics(self, plan: _Plan, seconds: float) -> dict[str, Any]:
-        shard_metrics = {
-            shard_id: {
-                "records": len(read.sequence_numbers),
-                "bytes": read.nbytes,
-                "millis_behind_latest": read.millis_behind_latest,
-                "throttled": read.stats.throttled,
-                "retries": read.stats.retries,
-                "iterator_refreshes": read.stats.iterator_refreshes,
-                "finished": read.finished,
-            }
-            for shard_id, read in plan.reads.items()
-        }
+    def _planned_metrics(
+        self, plan: _Plan, batch: PlannedBatch | None, started_at: float, seconds: float
+    ) -> dict[str, Any]:
+        """A batch's metrics as planned; the read numbers come from its ranges (:func:`with_ranges`)."""
         listing = plan.list_stats
+        read = sorted(batch.read) if batch is not None else []
         return {
             "stream": self._settings.stream_name,
-            "records": sum(m["records"] for m in shard_metrics.values()),
-            "bytes": sum(m["bytes"] for m in shard_metrics.values()),
-            "throttled": sum(m["throttled"] for m in shard_metrics.values()),
-            "retries": sum(m["retries"] for m in shard_metrics.values()),
+            "batch_id": batch.batch if batch is not None else self._next_batch,
+            "records": 0,
+            "bytes": 0,
+            "throttled": 0,
+            "retries": 0,
             "data_loss_events": len(plan.lost),
-            "data_loss": plan.lost,
-            "planning_seconds": round(seconds, 3),
+            "data_loss": list(plan.lost),
+            "planning_seconds": round(seconds, 4),
+            # Wall-clock, to compare with the records' arrival times (jobs.stages: wait in the stream).
+            "plan_started_at": round(started_at, 4),
+            "mean_arrival_at": None,
             "listing": {"calls": listing.calls, "throttled": listing.throttled, "retries": listing.retries},
-            "shards": shard_metrics,
+            "read": read,
+            "shards": {},
         }
 
-    def _executor(self) -> ThreadPoolExecutor:
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kinesis-read")
-        return self._pool
-
-    def _start_read_ahead(
-        self, reader: ShardReader, listed: dict[str, ShardInfo], positions: Mapping[str, ShardPosition]
-    ) -> None:
-        """Start reading the next batch while Spark runs this one: hides a batch's fixed cost behind I/O.
-
-        The read-ahead starts at the end just planned; the next plan uses it only when its start matches.
-        """
-        pool = self._executor()
-        ready = eligible_shards(listed, positions)
-        for info in ready:
-            position = positions[info.shard_id]
-            self._read_ahead[(info.shard_id, position)] = pool.submit(
-                self._read_shard, reader, info, position, len(ready)
-            )
-
-    def stop(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
-
-    def _inline_budget(self, shards: int) -> int:
-        # Bounded per batch as well as per shard: a stream with hundreds of shards must not pin GBs here.
-        return min(self._settings.inline_bytes_per_shard, INLINE_BYTES_PER_BATCH // max(1, shards))
-
-    def _read_shard(
-        self, reader: ShardReader, info: ShardInfo, position: ShardPosition, shards: int
-    ) -> ShardRead:
-        return reader.read(
-            info.shard_id,
-            position,
-            closed_end=info.ending_sequence,
-            max_records=self._settings.max_records_per_shard,
-            inline_bytes=self._inline_budget(shards),
-        )
-
     def _record_metrics(self, metrics: dict[str, Any]) -> None:
-        behind = {k: v["millis_behind_latest"] for k, v in metrics["shards"].items()}
         log.info(
-            "kinesis batch %s stream=%s records=%s bytes=%s throttled=%s retries=%s data_loss=%s behind_ms=%s",
+            "kinesis batch %s stream=%s planned shards=%s listing=%s planning_s=%s",
             metrics["batch_id"],
             metrics["stream"],
-            metrics["records"],
-            metrics["bytes"],
-            metrics["throttled"],
-            metrics["retries"],
-            metrics["data_loss_events"],
-            behind,
+            len(metrics["read"]),
+            metrics["listing"],
+            metrics["planning_seconds"],
         )
         self._metrics_store().write(metrics["batch_id"], metrics)
 
@@ -546,32 +507,57 @@ class KinesisStreamReader(DataSourceStreamReader):
             self._metrics_files = metrics_files(s.checkpoint_location, self._s3, retain=s.batches_to_retain)
         return self._metrics_files
 
-    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[KinesisPartition]:
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         with self._lock:
+            planned = PlannedBatch.from_json(end)
+            if planned is not None:
+                return [
+                    ShardTask(
+                        planned.batch,
+                        shard_id,
+                        planned.offset.position(shard_id),
+                        closed_end=planned.read[shard_id],
+                        retention_ms=planned.retention_ms,
+                        not_before=planned.not_before.get(shard_id),
+                    )
+                    for shard_id in sorted(planned.read)
+                ]
+            # An offset logged by an older version holds each shard's end: re-read exactly those ranges.
             before = StreamOffset.from_json({"stream": self._settings.stream_name, **start})
             after = StreamOffset.from_json(end)
-            ranges: list[ShardRange] = []
+            ranges: list[InputPartition] = []
             for shard_id, position in after.shards.items():
                 first = before.position(shard_id)
                 if position.sequence is None or position.sequence == first.sequence:
                     continue
-                rows = self._planned_rows.pop((shard_id, first.sequence, position.sequence), None)
-                ranges.append(ShardRange(shard_id, first, position.sequence, rows))
-            # Whatever was not claimed belongs to a plan Spark dropped; never let it grow.
-            self._planned_rows.clear()
-            return pack_ranges(ranges, task_bytes=self._settings.inline_bytes_per_shard)
+                ranges.append(KinesisPartition([ShardRange(shard_id, first, position.sequence)]))
+            return ranges
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         keep_unchanged_zip_directories()  # once per worker: every later task skips re-reading pyspark.zip
+        if isinstance(partition, ShardTask):
+            s = self._settings
+            if partition.not_before is not None:
+                # The shard's read quota (2 MB/s) as the last batch left it; never more than a batch's read.
+                time.sleep(min(s.read_seconds_per_shard, max(0.0, partition.not_before - time.time())))
+            read = read_task(
+                self._shard_reader(retention_ms=partition.retention_ms),
+                self._ranges(),
+                s.stream_name,
+                batch=partition.batch,
+                shard_id=partition.shard_id,
+                start=partition.start,
+                closed_end=partition.closed_end,
+                limits=s.limits,
+            )
+            if read.sequence_numbers:
+                yield _to_arrow(partition.shard_id, read)
+            return
         assert isinstance(partition, KinesisPartition)
         for shard_range in partition.ranges:
             yield from self._read_range(shard_range)
 
     def _read_range(self, shard_range: ShardRange) -> Iterator[pa.RecordBatch]:
-        if shard_range.arrow is not None:
-            yield from pa.ipc.open_stream(shard_range.arrow)
-            return
-        # A replayed batch (restart) or a range too big to ship: read exactly the planned range again.
         read = self._shard_reader().read(
             shard_range.shard_id, shard_range.start, closed_end=None, until_sequence=shard_range.end_sequence
         )
@@ -587,17 +573,53 @@ class KinesisStreamReader(DataSourceStreamReader):
         return None
 
 
+@dataclass
+class _Plan:
+    """One planning round: the shards and where each stands."""
+
+    listed: dict[str, ShardInfo]
+    positions: dict[str, ShardPosition]
+    eligible: list[ShardInfo]
+    lost: list[str]
+    list_stats: CallStats
+    retention_ms: int
+
+
+def with_ranges(metrics: Mapping[str, Any], records: Mapping[str, RangeRecord]) -> dict[str, Any]:
+    """A batch's planned metrics with what its tasks read (their range records): records, bytes, calls,
+    lag and data loss per shard and in total, the records' mean arrival and the longest read."""
+    shards = {shard_id: dict(counts) for shard_id, counts in metrics.get("shards", {}).items()}
+    lost = list(metrics.get("data_loss", []))
+    for shard_id, record in sorted(records.items()):
+        into = shards.setdefault(shard_id, {})
+        into.update(
+            records=record.records,
+            bytes=record.bytes,
+            millis_behind_latest=record.millis_behind_latest,
+            finished=record.done,
+            read_seconds=record.read_seconds,
+        )
+        for name in _CALL_COUNTS:
+            into[name] = int(into.get(name, 0)) + int(getattr(record, name))
+        if record.lost:
+            lost.append(record.lost)
+    count = sum(r.records for r in records.values())
+    arrivals = sum(r.arrival_sum_us for r in records.values())
+    return {
+        **metrics,
+        "records": count,
+        "bytes": sum(r.bytes for r in records.values()),
+        "throttled": sum(int(shard.get("throttled", 0)) for shard in shards.values()),
+        "retries": sum(int(shard.get("retries", 0)) for shard in shards.values()),
+        "data_loss_events": len(lost),
+        "data_loss": lost,
+        "mean_arrival_at": round(arrivals / count / 1e6, 4) if count else None,
+        "read_seconds": max((r.read_seconds for r in records.values()), default=0.0),
+        "shards": shards,
+    }
+
+
 _CALL_COUNTS = ("throttled", "retries", "iterator_refreshes")
-
-
-def _had_trouble(metrics: Mapping[str, Any]) -> bool:
-    listing = metrics.get("listing", {})
-    shards = metrics.get("shards", {}).values()
-    return bool(
-        listing.get("throttled")
-        or listing.get("retries")
-        or any(shard.get(count) for shard in shards for count in _CALL_COUNTS)
-    )
 
 
 def add_call_counts(metrics: Mapping[str, Any], earlier: Mapping[str, Any]) -> dict[str, Any]:
@@ -712,9 +734,10 @@ def read_source_metrics(
     """Per-micro-batch source metrics written next to the checkpoint, oldest first.
 
     Spark 4.0 gives Python sources no hook into ``query.lastProgress``, so each planned batch writes
-    ``<checkpoint>/sources/kinesis/metrics/batch-<id>.json`` (records, bytes, throttled calls, retries,
-    data-loss events and per shard ``millis_behind_latest``) and logs the same line. The file exists before
-    the batch runs, so a ``foreachBatch`` writer can log ``read_source_metrics(cp, batch_id=batch_id)``.
+    ``<checkpoint>/sources/kinesis/metrics/batch-<id>.json`` (planning time, listing calls) and each shard's
+    task records what it read under ``sources/kinesis/ranges/``; this merges the two (records, bytes,
+    throttled calls, retries, data-loss events and per shard ``millis_behind_latest``). A shard's numbers
+    are there once its task has read it: a ``foreachBatch`` writer sees them after it wrote the batch.
     Only the newest batches' files are kept (``batches_to_retain`` of :func:`read_kinesis_stream`).
 
     Args:
@@ -729,8 +752,24 @@ def read_source_metrics(
     Raises:
         BatchNotKeptError: ``batch_id``'s metrics were removed by retention.
     """
-    return read_metrics(
-        checkpoint_location,
-        lambda: make_client("s3", region=region, endpoint_url=endpoint_url, attempts=CHECKPOINT_S3_ATTEMPTS),
-        batch_id=batch_id,
-    )
+    s3 = _lazy_s3(region, endpoint_url)
+    ranges = RangeLog(CheckpointStore(checkpoint_location, s3))
+    merged = []
+    for metrics in read_metrics(checkpoint_location, s3, batch_id=batch_id):
+        batch = int(metrics.get("batch_id", -1))
+        found = {shard_id: ranges.read(batch, shard_id) for shard_id in metrics.get("read", [])}
+        merged.append(with_ranges(metrics, {k: v for k, v in found.items() if v is not None}))
+    return merged
+
+
+def _lazy_s3(region: str, endpoint_url: str | None) -> Any:
+    client: list[Any] = []
+
+    def build() -> Any:
+        if not client:
+            client.append(
+                make_client("s3", region=region, endpoint_url=endpoint_url, attempts=CHECKPOINT_S3_ATTEMPTS)
+            )
+        return client[0]
+
+    return build

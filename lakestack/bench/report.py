@@ -55,9 +55,11 @@ class BenchReport:
             return 1
         return code
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, batches: bool = False) -> dict[str, Any]:
+        """The one-line ``--json`` summary, or with ``batches`` also the ingest job's per-batch stage records
+        (what report.json keeps)."""
         run = self.run
-        data: dict[str, Any] = run.to_dict() if run is not None else dict.fromkeys(_run_keys())
+        data: dict[str, Any] = run.to_dict(batches=batches) if run is not None else dict.fromkeys(_run_keys())
         data["ok"] = run is not None and run.ok and self.outcome.status == "completed"
         if self.soak is not None:
             data["ok"] = data["ok"] and self.soak.ok
@@ -234,7 +236,7 @@ class BenchReport:
                 )
         return write_report_files(
             self.report_dir,
-            data=self.to_dict(),
+            data=self.to_dict(batches=True),
             markdown=markdown,
             timeline=None if self.run is None else self.run.timeline,
             title=f"lakestack bench: stack {self.settings.stack}",

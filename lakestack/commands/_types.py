@@ -39,19 +39,17 @@ def fault_spec(value: str) -> FaultSpec:
 
 
 def add_fault_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--faults SPEC`` and ``--faults-seed N``, shared by ``local up``, ``demo`` and ``bench`` (local only)."""
-    from lakestack.emulator.faults import EXAMPLE, KINDS
+    """``--faults SPEC`` and ``--faults-seed N``, shared by ``local up``, ``demo`` and ``bench`` (local only).
 
-    kinds = "; ".join(f"{kind}: {what}" for kind, what in KINDS.items())
+    The kinds and their values are documented once, in docs/how-to/faults.md (and in a bad spec's error).
+    """
     parser.add_argument(
         "--faults",
         type=fault_spec,
         default=None,
         metavar="SPEC",
-        help=(
-            f"inject AWS faults in the emulator, a comma list of KIND=VALUE (e.g. {EXAMPLE}); shares are 0-1 "
-            f"or N%%, latencies N ms or N s. Kinds: {kinds}."
-        ),
+        help="inject AWS faults in the emulator, e.g. put-throttle=0.2,s3-latency=200ms; kinds and values: "
+        "docs/how-to/faults.md",
     )
     parser.add_argument(
         "--faults-seed",
@@ -95,8 +93,29 @@ def non_negative_float(value: str) -> float:
 
 
 def pipeline_names(value: str) -> tuple[str, ...]:
-    """Pipeline names separated by commas (checked against the registry when the run starts)."""
-    names = tuple(name.strip() for name in value.split(",") if name.strip())
+    """The demo's pipeline names separated by commas. ``orders-cow`` and ``orders-mor`` (a stack file's names
+    for one layout) name the demo's ``orders``, which always writes both layouts."""
+    from lakestack.commands._flags import did_you_mean
+    from lakestack.demo_pipelines import PIPELINES
+
+    names = [name.strip() for name in value.split(",") if name.strip()]
     if not names:
         raise argparse.ArgumentTypeError(f"expected pipeline names separated by commas, found {value!r}")
-    return names
+    known = [*PIPELINES, *_ORDERS_LAYOUTS]
+    for name in names:
+        if name not in known:
+            raise argparse.ArgumentTypeError(
+                f"expected names among {', '.join(PIPELINES)} (or {', '.join(_ORDERS_LAYOUTS)}), found "
+                f"{name!r}{did_you_mean(name, known)}"
+            )
+    return tuple(dict.fromkeys("orders" if name in _ORDERS_LAYOUTS else name for name in names))
+
+
+_ORDERS_LAYOUTS = ("orders-cow", "orders-mor")
+
+
+# One rule for the orders pipeline's names, in the demo, the bench and stack files (lakestack:pipelines).
+PIPELINE_NAMES_HELP = (
+    "`orders` means both layouts, orders-cow (copy-on-write) and orders-mor (merge-on-read); a stack file may "
+    "deploy one alone, the demo's orders job always writes both side by side, so either name runs it"
+)

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from lakestack.commands._types import (
+    PIPELINE_NAMES_HELP,
     add_fault_arguments,
     duration,
     non_negative_float,
@@ -64,6 +65,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Refuses to start when the estimated cost exceeds --max-cost. Exit status: 0 every event landed "
             "once and teardown completed, 1 otherwise, 2 a usage error, 130/143 interrupted."
         ),
+        epilog="""examples:
+  lakestack bench --stack local --duration 2m
+  lakestack bench --stack local --soak 30m --rate 500
+  lakestack bench --stack dev --shape ramp --rate 5000 --max-cost 3""",
     )
     parser.add_argument(
         "--stack",
@@ -79,7 +84,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=non_negative_float,
         default=5.0,
         metavar="USD",
-        help="refuse to start when the run's estimated cost exceeds this (default: %(default)s)",
+        help="refuse to start when the run's estimated cost exceeds this",
     )
     parser.add_argument(
         "--shape",
@@ -88,14 +93,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="load shape; ramp never more than doubles within 15 minutes, as on-demand streams need "
         "(default: %(default)s)",
     )
-    parser.add_argument(
-        "--users", type=positive_int, default=4, help="peak Locust users (default: %(default)s)"
-    )
+    parser.add_argument("--users", type=positive_int, default=4, help="peak Locust users")
     parser.add_argument(
         "--rate",
         type=positive_float,
         default=1_000.0,
-        help="peak send rate, events/s across all users (default: %(default)s)",
+        help="peak send rate, events/s across all users",
     )
     parser.add_argument(
         "--drain-timeout",
@@ -106,21 +109,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--keep", action="store_true", help="leave the stack (local: the emulator) up afterwards"
     )
-    parser.add_argument("--reports-dir", default="reports", help="where reports go (default: %(default)s)")
+    parser.add_argument("--reports-dir", default="reports", metavar="DIR", help="where reports go")
     parser.add_argument(
         "--pipelines",
         type=pipeline_names,
         default=None,
         metavar="NAME[,NAME...]",
         help=f"local: the demo's pipelines to run (ingest always runs; default: all, {', '.join(PIPELINES)}); a "
-        "cloud stack runs its lakestack:pipelines",
+        f"cloud stack runs its lakestack:pipelines. {PIPELINE_NAMES_HELP}",
     )
     parser.add_argument("--port", type=int, default=None, help="local: emulator port (default: a free one)")
     parser.add_argument(
         "--max-records-per-shard",
         type=positive_int,
         default=10_000,
-        help="local: ingest cap per shard per micro-batch (default: %(default)s)",
+        help="local: ingest cap per shard per micro-batch",
     )
     soak = parser.add_argument_group(
         "soak (--stack local)",
@@ -133,28 +136,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--soak",
         type=duration,
         default=None,
-        metavar="DURATION",
+        metavar="TIME",
         help="soak this long, e.g. 30m (replaces --duration)",
     )
     soak.add_argument(
         "--soak-sample",
         type=duration,
         default=60.0,
-        metavar="DURATION",
+        metavar="TIME",
         help="time between samples (default: 60s)",
     )
     soak.add_argument(
         "--soak-warmup",
         type=duration,
         default=None,
-        metavar="DURATION",
+        metavar="TIME",
         help="samples before this are not judged (default: 5m, or a sixth of a shorter soak)",
     )
     soak.add_argument(
         "--soak-maintenance",
         type=duration,
         default=None,
-        metavar="DURATION",
+        metavar="TIME",
         help="run maintenance (compaction + log checkpoint of bronze and every pipeline table) this often "
         "(default: 5m, or a third of the time after warm-up in a shorter soak)",
     )

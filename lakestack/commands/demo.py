@@ -8,7 +8,13 @@ from pathlib import Path
 
 from jobs.entry import add_spark_arguments
 from jobs.session import parse_spark_conf
-from lakestack.commands._types import add_fault_arguments, pipeline_names, positive_float, positive_int
+from lakestack.commands._types import (
+    PIPELINE_NAMES_HELP,
+    add_fault_arguments,
+    pipeline_names,
+    positive_float,
+    positive_int,
+)
 from lakestack.demo_pipelines import PIPELINES
 from lakestack.prerequisites import check_java
 from lakestack.targets import CLOUDS
@@ -78,6 +84,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "against the ledgers and the ground truth, and write reports/<timestamp>/report.{json,md}. Exit 1 "
             "when any event is missing or duplicated or any pipeline's check fails."
         ),
+        epilog="""examples:
+  lakestack demo
+  lakestack demo --pipelines sales,orders --events 50000 --rate 2000
+  lakestack demo --cloud azure --json
+  lakestack demo --sweep 1000,2000,4000 --sweep-seconds 60""",
     )
     parser.add_argument(
         "--cloud",
@@ -91,30 +102,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=pipeline_names,
         default=None,
         metavar="NAME[,NAME...]",
-        help=f"pipelines to run (ingest always runs); default: all ({', '.join(PIPELINES)})",
+        help=f"pipelines to run (ingest always runs); default: all ({', '.join(PIPELINES)}). {PIPELINE_NAMES_HELP}",
     )
     parser.add_argument(
         "--events",
         type=positive_int,
         default=10_000,
-        help="events to send per scenario (default: %(default)s)",
+        help="events to send per scenario",
     )
     parser.add_argument(
         "--rate",
         type=positive_float,
         default=1_000.0,
-        help="target send rate per scenario, events/s (default: %(default)s)",
+        help="send rate per scenario, events/s",
     )
-    parser.add_argument(
-        "--users", type=positive_int, default=4, help="Locust users per scenario (default: %(default)s)"
-    )
+    parser.add_argument("--users", type=positive_int, default=4, help="Locust users per scenario")
     parser.add_argument("--port", type=int, default=None, help="emulator port (default: a free one)")
-    parser.add_argument("--reports-dir", default="reports", help="where reports go (default: %(default)s)")
+    parser.add_argument("--reports-dir", default="reports", metavar="DIR", help="where reports go")
     parser.add_argument(
         "--max-records-per-shard",
         type=positive_int,
         default=10_000,
-        help="ingest cap per shard per micro-batch (default: %(default)s)",
+        help="ingest cap per shard per micro-batch",
     )
     parser.add_argument(
         "--keep-emulator",
@@ -134,7 +143,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--sweep-seconds",
         type=positive_float,
         default=30.0,
-        help="how long each rate of --sweep is sent (default: %(default)s)",
+        metavar="SECONDS",
+        help="how long each rate of --sweep is sent",
     )
     add_fault_arguments(parser)
     add_spark_arguments(parser)

@@ -38,6 +38,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "`python -m jobs ingest`",
         description="Read a Kinesis stream or a Kafka topic (an Event Hub) and append every record exactly once "
         "to a bronze Delta table.",
+        epilog="""example (the emulator of `lakestack local up`, everything there is, then stop):
+  lakestack ingest --stream lakestack-local-events --region us-east-1 --endpoint-url http://127.0.0.1:4566 \\
+      --table s3://lakestack-local-lake/bronze/events --checkpoint /tmp/ingest-checkpoint --trigger available-now""",
     )
     ingest.add_arguments(parser)
     add_entry_arguments(parser)

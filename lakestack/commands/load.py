@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from lakestack.commands._flags import add_deprecated_alias
 from lakestack.commands._types import duration, positive_float, positive_int
 from lakestack.emulator import free_port
 from lakestack.errors import TargetError
@@ -40,23 +41,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "load",
         help="generate load with Locust (Kinesis PutRecords) against the emulator or a stack",
         description=(
-            "Run the Locust load suite. --target local uses the emulator started by `lakestack local up`; "
+            "Run the Locust load suite. --stack local uses the emulator started by `lakestack local up`; "
             "any other value is a Pulumi stack whose outputs name the stream and region (AWS) or the Event Hubs "
             "namespace and hub (Azure; the send connection string comes from "
             "$LAKESTACK_EVENTHUBS_CONNECTION_STRING). Statistics go to "
             "OUT_DIR (CSV and HTML) and every acknowledged event to OUT_DIR/ledger. Exit status: 0 when "
             "every event was acknowledged, 1 when some failed for good, 2 for a usage error."
         ),
+        epilog="""examples:
+  lakestack load --stack local --rate 500 --duration 2m
+  lakestack load --stack local --scenario transactions --max-events 20000
+  lakestack load --stack dev --shape ramp --users 8 --duration 30m""",
     )
     parser.add_argument(
-        "--target", default="local", help="'local' or a Pulumi stack name (default: %(default)s)"
+        "--stack", default="local", metavar="NAME", help="'local' (the emulator) or a Pulumi stack name"
     )
-    parser.add_argument(
-        "--scenario", default="sales", choices=SCENARIOS, help="event generator (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--users", type=positive_int, default=2, help="concurrent Locust users (default: %(default)s)"
-    )
+    parser.add_argument("--scenario", default="sales", choices=SCENARIOS, help="event generator")
+    parser.add_argument("--users", type=positive_int, default=2, help="concurrent Locust users")
     parser.add_argument(
         "--spawn-rate",
         type=positive_float,
@@ -64,28 +65,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="users started per second (default: all at once)",
     )
     parser.add_argument(
-        "--run-time",
+        "--duration",
         default="1m",
         type=_run_time,
-        help="stop after this long, e.g. 90s, 10m, 1h30m; with --shape, the shape's length (default: %(default)s)",
+        metavar="TIME",
+        help="stop after this long, e.g. 90s, 10m, 1h30m; with --shape, the shape's length",
     )
     parser.add_argument(
         "--max-events", type=positive_int, default=None, help="send exactly this many events, then stop"
     )
     parser.add_argument(
-        "--target-rate",
+        "--rate",
         type=positive_float,
         default=None,
-        help="total events/s (default: as fast as possible)",
+        help="events/s across all users (default: as fast as possible)",
     )
     parser.add_argument(
         "--batch-size",
         type=_batch_size,
         default=100,
-        help="events per PutRecords, 1-500 (default: %(default)s)",
+        help="events per PutRecords, 1-500",
     )
     parser.add_argument(
-        "--workers", type=_workers, default=0, help="run a master and this many local workers (default: 0)"
+        "--workers", type=_workers, default=0, help="run a master and this many local workers"
     )
     parser.add_argument(
         "--shape", choices=SHAPES, default=None, help="load shape instead of a fixed --users (peak = --users)"
@@ -96,11 +98,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--out-dir",
         default=None,
+        metavar="DIR",
         help="where statistics and the ledger go (default: reports/load-<UTC time>)",
     )
     parser.add_argument(
-        "--state-dir", default=None, help="state directory of `lakestack local` (default: the one it uses)"
+        "--state-dir",
+        default=None,
+        metavar="DIR",
+        help="state directory of `lakestack local` (default: the one it uses)",
     )
+    # The spellings before the flags were made one vocabulary across commands; gone in the next release.
+    add_deprecated_alias(parser, "--target", "--stack")
+    add_deprecated_alias(parser, "--target-rate", "--rate")
+    add_deprecated_alias(parser, "--run-time", "--duration")
     parser.set_defaults(handler=run_load)
 
 
@@ -123,7 +133,7 @@ def _workers(value: str) -> int:
 
 
 def _run_time(value: str) -> str:
-    """Locust's --run-time, checked here so a typo is a usage error rather than Locust's."""
+    """The run's length as Locust's --run-time takes it, checked here so a typo is a usage error rather than Locust's."""
     duration(value)
     return value.strip()
 
@@ -140,20 +150,20 @@ def resolve_target(target: str, *, state_dir: str | None = None) -> Target:
         state = read_state() if state_dir is None else read_state(Path(state_dir))
         if state is None:
             raise TargetError(
-                "--target local: expected a running emulator, found none. Start it with `lakestack local up`."
+                "--stack local: expected a running emulator, found none. Start it with `lakestack local up`."
             )
         # The emulator's own (dummy) credentials and endpoint, so Locust needs nothing from the shell.
         environment = state.environment() if hasattr(state, "environment") else {}
         return Target(state.stream_name, state.region, state.endpoint_url, dict(environment))
     from lakestack.stacks import stack_outputs
 
-    outputs = stack_outputs(target, command=f"load --target {target}")
+    outputs = stack_outputs(target, command=f"load --stack {target}")
     if outputs.get("eventhubs_namespace") or outputs.get("kafka_bootstrap"):
         return _event_hubs_target(target, outputs, os.environ)
     missing = [key for key in ("stream_name", "region") if not outputs.get(key)]
     if missing:
         raise TargetError(
-            f"--target {target}: expected stack outputs stream_name and region, found {sorted(outputs)} "
+            f"--stack {target}: expected stack outputs stream_name and region, found {sorted(outputs)} "
             f"(missing {', '.join(missing)}). Run `pulumi up` on that stack, or check its name."
         )
     return Target(str(outputs["stream_name"]), str(outputs["region"]), outputs.get("endpoint_url") or None)
@@ -172,7 +182,7 @@ def _event_hubs_target(stack: str, outputs: dict[str, Any], environ: Mapping[str
     )
     if not hub or not bootstrap:
         raise TargetError(
-            f"--target {stack}: expected the Azure stack outputs stream_name (the hub) and eventhubs_namespace or "
+            f"--stack {stack}: expected the Azure stack outputs stream_name (the hub) and eventhubs_namespace or "
             f"kafka_bootstrap, found {sorted(outputs)}. Run `pulumi up` on that stack, or check its name."
         )
     if not environ.get(CONNECTION_STRING_VARIABLE):
@@ -181,7 +191,7 @@ def _event_hubs_target(stack: str, outputs: dict[str, Any], environ: Mapping[str
             outputs.get("send_secret_name") or "<secret>",
         )
         raise TargetError(
-            f"--target {stack}: Event Hubs takes the namespace's send connection string, which stays in Key Vault "
+            f"--stack {stack}: Event Hubs takes the namespace's send connection string, which stays in Key Vault "
             f"(never a stack output). Export it first: export {CONNECTION_STRING_VARIABLE}=$(az keyvault secret "
             f"show --vault-name {vault} --name {secret} --query value -o tsv)"
         )
@@ -207,17 +217,17 @@ def build_commands(
         scenario=args.scenario,
         users=args.users,
         spawn_rate=args.spawn_rate or args.users,
-        run_time=None if args.shape else args.run_time,
+        run_time=None if args.shape else args.duration,
         max_events=args.max_events,
-        target_rate=args.target_rate,
+        target_rate=args.rate,
         batch_size=args.batch_size,
         csv_prefix=str(out_dir / "locust"),
         html=str(out_dir / "locust.html"),
         extra=extra,
         eventhubs_bootstrap=target.eventhubs_bootstrap,
         shape=args.shape,
-        # A shape decides when the run ends: it runs for --run-time.
-        shape_duration_s=duration(args.run_time) if args.shape else None,
+        # A shape decides when the run ends: it runs for --duration.
+        shape_duration_s=duration(args.duration) if args.shape else None,
     ).argv()
     if args.web:
         command.remove("--headless")
@@ -227,7 +237,7 @@ def build_commands(
 
 def run_load(args: argparse.Namespace) -> int:
     """Handler of ``lakestack load``: resolve the target, run Locust (and its workers), return its status."""
-    target = resolve_target(args.target, state_dir=args.state_dir)
+    target = resolve_target(args.stack, state_dir=args.state_dir)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out_dir = Path(args.out_dir or f"reports/load-{stamp}")
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -87,21 +87,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "local",
         help="embedded emulator (moto server: Kinesis + S3 on 127.0.0.1)",
         description="Start, inspect or stop the embedded AWS emulator with the local stack's stream and buckets.",
+        epilog="examples:\n  lakestack local up\n  lakestack local status --json\n  lakestack local down",
     )
     parser.add_argument(
         "--state-dir",
         default=str(emulator.DEFAULT_STATE_DIR),
-        help="where the emulator's state file and log live (default: %(default)s)",
+        metavar="DIR",
+        help="where the emulator's state file and log live",
     )
     actions = parser.add_subparsers(dest="action", metavar="{up,status,down}", required=True)
-    up = actions.add_parser("up", help="start the emulator and create the local stack's stream and buckets")
-    up.add_argument(
-        "--port", type=int, default=emulator.DEFAULT_PORT, help="port on 127.0.0.1 (default: %(default)s)"
+    up = actions.add_parser(
+        "up",
+        help="start the emulator and create the local stack's stream and buckets",
+        description="Start the emulator and create the local stack's stream and buckets.",
+        epilog="examples:\n  lakestack local up\n  lakestack local up --port 4567 --faults put-throttle=0.2",
     )
+    up.add_argument("--port", type=int, default=emulator.DEFAULT_PORT, help="port on 127.0.0.1")
     add_fault_arguments(up)
     up.set_defaults(handler=_up)
     status = actions.add_parser(
-        "status", help="say whether the emulator runs, and where, and count the faults it injected"
+        "status",
+        help="say whether the emulator runs, and where, and count the faults it injected",
+        description="Say whether the emulator runs, and where, and count the faults it injected.",
+        epilog="example:\n  lakestack local status --json",
     )
     status.add_argument(
         "--json",
@@ -109,5 +117,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="print the state as one JSON object (with `faults`: per kind, seen, injected and survived)",
     )
     status.set_defaults(handler=_status)
-    down = actions.add_parser("down", help="stop the emulator (its data is gone with it)")
+    down = actions.add_parser(
+        "down",
+        help="stop the emulator (its data is gone with it)",
+        description="Stop the emulator (its data is gone with it).",
+        epilog="example:\n  lakestack local down",
+    )
     down.set_defaults(handler=_down)

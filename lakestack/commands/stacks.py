@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from infra.capacity import kinesis_capacity
 from infra.config import EXPIRES_AT_TAG, StackSettings, load_stack_settings, stack_cloud
+from infra.leftovers import what_stays_after_destroy
 from infra.posture import format_posture
 from infra.pricing import estimate_hourly_cost
 from lakestack import stacks as automation
+from lakestack.errors import UserError
 
 
 def security_section(settings: StackSettings) -> dict[str, list[str]] | None:
@@ -92,6 +96,12 @@ def _plan(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary, sort_keys=True))
         return 0
+    print_plan(summary)
+    return 0
+
+
+def print_plan(summary: dict[str, Any]) -> None:
+    """The plan in words, as `lakestack plan` prints it (and `lakestack up` before it asks)."""
     azure = summary["cloud"] == "azure"
     if summary["workers"]:
         per = "per pipeline " if len(summary["pipelines"]) > 1 else ""
@@ -131,7 +141,6 @@ def _plan(args: argparse.Namespace) -> int:
     print("\n".join(format_capacity(summary["capacity"])))
     if summary["security"] is not None:
         print("\n".join(format_posture(summary["security"])))
-    return 0
 
 
 def memory_lines(summary: dict[str, Any]) -> list[str]:
@@ -184,14 +193,67 @@ def format_capacity(capacity: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _up(args: argparse.Namespace) -> int:
+def cost_to_expiry(summary: dict[str, Any], *, now: datetime) -> str:
+    """What the stack costs per hour, and if left running until its expiry tag, in one line."""
+    hourly = summary.get("hourly_cost_usd")
+    if hourly is None:
+        return "cost    : not estimated (see the notes above)"
+    expires = datetime.fromisoformat(str(summary["expires_at"]).replace("Z", "+00:00"))
+    hours = max((expires - now).total_seconds() / 3600, 0.0)
+    return (
+        f"cost    : ~{hourly:.2f} USD/hour; ~{hourly * hours:.2f} USD if left up until it expires "
+        f"({hours:.0f} h, {summary['expires_at']}); `lakestack down` stops it sooner"
+    )
+
+
+def confirm(question: str, *, yes: bool, command: str, stream: TextIO | None = None) -> bool:
+    """Ask ``question`` on the terminal; True for y/yes. ``--yes`` answers for the user.
+
+    Raises:
+        UserError: nobody to ask (stdin is not a terminal) and no ``--yes``.
+    """
+    if yes:
+        return True
+    source = sys.stdin if stream is None else stream
+    if not source.isatty():
+        raise UserError(
+            f"{command} changes cloud resources and asks first, but stdin is not a terminal; "
+            f"pass --yes to go ahead without asking."
+        )
+    print(f"{question} [y/N] ", end="", flush=True)
+    return source.readline().strip().lower() in {"y", "yes"}
+
+
+def _up(args: argparse.Namespace, *, stream: TextIO | None = None) -> int:
+    # The plan validates the stack file; the CLI is checked before asking, so an answer is never wasted.
+    summary = plan_summary(args.stack)
+    automation.require_cli("up")
+    print_plan(summary)
+    print(f"  {cost_to_expiry(summary, now=datetime.now(UTC))}")
+    command = f"lakestack up --stack {args.stack}"
+    if not confirm(
+        f"Create or update stack {args.stack!r} as above?", yes=args.yes, command=command, stream=stream
+    ):
+        print(f"{command}: not confirmed; nothing was changed")
+        return 1
     outputs = automation.up(args.stack)
     print(json.dumps(outputs, indent=2, sort_keys=True))
     return 0
 
 
-def _down(args: argparse.Namespace) -> int:
+def _down(args: argparse.Namespace, *, stream: TextIO | None = None) -> int:
+    summary = plan_summary(args.stack)
+    automation.require_cli("down")
+    command = f"lakestack down --stack {args.stack}"
+    question = (
+        f"Destroy every resource of stack {args.stack!r} ({summary['cloud']}, {summary['region']}), "
+        "its tables and checkpoints with them?"
+    )
+    if not confirm(question, yes=args.yes, command=command, stream=stream):
+        print(f"{command}: not confirmed; nothing was destroyed")
+        return 1
     automation.down(args.stack)
+    print(what_stays_after_destroy(args.stack))
     return 0
 
 
@@ -226,23 +288,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "switched off).",
     )
     stack_option(plan)
+    plan.epilog = "example:\n  lakestack plan --stack dev --json"
     plan.add_argument("--json", action="store_true", help="print one JSON object (last line of stdout)")
     plan.set_defaults(handler=_plan)
 
     up = subparsers.add_parser(
         "up",
         help="create or update a stack in the cloud (needs the Pulumi CLI and cloud credentials)",
-        description="Run `pulumi up` for the stack through the Automation API and print its outputs.",
+        description="Print the plan (resources, cost per hour and until the stack expires), ask, then run "
+        "`pulumi up` for the stack through the Automation API and print its outputs. Without a terminal to ask "
+        "on it refuses unless --yes is given. Exit 1 when not confirmed.",
+        epilog="examples:\n  lakestack up --stack dev\n  lakestack up --stack dev --yes     # in a script: no question",
     )
     stack_option(up)
+    up.add_argument("--yes", action="store_true", help="create without asking")
     up.set_defaults(handler=_up)
 
     down = subparsers.add_parser(
         "down",
         help="destroy a stack's resources (needs the Pulumi CLI)",
-        description="Run `pulumi destroy` for the stack through the Automation API.",
+        description="Ask, then run `pulumi destroy` for the stack through the Automation API (its buckets go "
+        "with their data). Without a terminal to ask on it refuses unless --yes is given. Exit 1 when not "
+        "confirmed.",
+        epilog="example:\n  lakestack down --stack dev --yes",
     )
     stack_option(down)
+    down.add_argument("--yes", action="store_true", help="destroy without asking")
     down.set_defaults(handler=_down)
 
     outputs = subparsers.add_parser(
@@ -253,5 +324,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "checkpoint per pipeline), expires_at, loadgen.",
     )
     stack_option(outputs)
+    outputs.epilog = "example:\n  lakestack outputs --stack dev --json"
     outputs.add_argument("--json", action="store_true", help="one line instead of indented JSON")
     outputs.set_defaults(handler=_outputs)

@@ -76,6 +76,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "With --yes, destroy every expired stack through the Automation API and check that nothing is "
             "left. Exit 1 when an expired stack could not be destroyed."
         ),
+        epilog="examples:\n  lakestack sweep\n  lakestack sweep --yes --json",
     )
     parser.add_argument("--yes", action="store_true", help="destroy the expired stacks (default: only list)")
     parser.add_argument("--json", action="store_true", help="also print the result as one JSON line, last")

@@ -10,7 +10,7 @@ from unittest import mock
 
 import pulumi
 import yaml
-from pulumi_mocks import JOB_FILES, Resource, Run, fake_checkout
+from pulumi_mocks import JOB_FILES, RecordingMonitor, Resource, Run, fake_checkout
 
 from infra.azure.deploy import SynapseArtifacts
 
@@ -123,7 +123,15 @@ def execute_azure_program(
     from infra.azure import program as azure_program
 
     recorded = run if run is not None else Run()
-    pulumi.runtime.set_mocks(AzureMocks(recorded), project="lakestack", stack=stack, preview=False)
+    mocks = AzureMocks(recorded)
+    # The recording monitor also keeps what the engine is told beyond inputs (dependencies, ignoreChanges).
+    pulumi.runtime.set_mocks(
+        mocks,
+        project="lakestack",
+        stack=stack,
+        preview=False,
+        monitor=RecordingMonitor(mocks),  # type: ignore[arg-type]
+    )
     pulumi.runtime.set_all_config({k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()})
     project = tmp_path / "project"
     project.mkdir(exist_ok=True)

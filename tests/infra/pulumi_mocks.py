@@ -103,14 +103,17 @@ _ARNS = {
     "aws:s3/bucket:Bucket": lambda n, i: f"arn:aws:s3:::{i['bucket']}",
     "aws:kms/key:Key": lambda n, i: f"arn:aws:kms:{_REGION_ACCOUNT}:key/key-1234",
     "aws:iam/role:Role": lambda n, i: f"arn:aws:iam::{ACCOUNT}:role/{n}",
-    "aws:iam/instanceProfile:InstanceProfile": lambda n, i: f"arn:aws:iam::{ACCOUNT}:instance-profile/{n}",
+    "aws:iam/instanceProfile:InstanceProfile": lambda n, i: (
+        f"arn:aws:iam::{ACCOUNT}:instance-profile/{i.get('name') or n}"
+    ),
 }
 _EXTRA_OUTPUTS = {
     "tls:index/privateKey:PrivateKey": lambda n, i: {"privateKeyPem": MOCK_KEY_PEM},
     "tls:index/selfSignedCert:SelfSignedCert": lambda n, i: {"certPem": MOCK_CERT_PEM},
     "aws:kms/key:Key": lambda n, i: {"keyId": "key-1234"},
     "aws:iam/role:Role": lambda n, i: {"name": n},
-    "aws:iam/instanceProfile:InstanceProfile": lambda n, i: {"name": n},
+    # Auto-named unless given a name, as AWS's provider does (a random suffix).
+    "aws:iam/instanceProfile:InstanceProfile": lambda n, i: {"name": i.get("name") or f"{n}-7c1e9a0"},
     "aws:emr/securityConfiguration:SecurityConfiguration": lambda n, i: {"name": f"{i['namePrefix']}mock"},
 }
 _IDS = {

@@ -16,6 +16,7 @@ from infra.artifacts import (
     build_jobs_wheel,
     build_loadgen_artifacts,
     cluster_requirements,
+    locked_cluster_requirements,
     source_hash,
     tls_domain,
 )
@@ -23,6 +24,26 @@ from infra.config import PROJECT_DIR
 from infra.errors import ArtifactError
 
 REQS = ("boto3>=1.35,<2", "deltalake>=1.1,<2")
+# The base dependencies and everything they need, as requirements.lock pins them for CPython 3.11 on Linux.
+CLUSTER_PINS = (
+    "arro3-core==0.9.1",
+    "boto3==1.44.5",
+    "botocore==1.44.5",
+    "deltalake==1.6.6",
+    "deprecated==1.3.1",
+    "jmespath==1.1.0",
+    "numpy==2.4.6",
+    "pandas==2.3.3",
+    "pyarrow==21.0.0",
+    "python-dateutil==2.9.0.post0",
+    "pytz==2026.6",
+    "s3transfer==0.19.3",
+    "six==1.17.0",
+    "typing-extensions==4.16.0",
+    "tzdata==2026.6",
+    "urllib3==2.8.0",
+    "wrapt==2.5.2",
+)
 MODEL = "jobs/pipelines/fraud_model.json"
 
 
@@ -32,6 +53,7 @@ def project(tmp_path: Path) -> Path:
     root = tmp_path / "project"
     shutil.copytree(PROJECT_DIR / "jobs", root / "jobs", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(PROJECT_DIR / "pyproject.toml", root / "pyproject.toml")
+    shutil.copy(PROJECT_DIR / "requirements.lock", root / "requirements.lock")
     return root
 
 
@@ -41,6 +63,37 @@ def test_cluster_requirements_are_the_base_dependencies_only():
         "deltalake>=1.1,<2",
         "pandas>=2.2,<3",
         "pyarrow>=18,<22",
+    )
+
+
+@pytest.mark.parametrize("architecture", ["x86_64", "aarch64"])
+def test_the_cluster_gets_the_locks_pins_of_the_base_dependencies_and_what_they_need(architecture):
+    pins = locked_cluster_requirements(
+        PROJECT_DIR / "pyproject.toml", PROJECT_DIR / "requirements.lock", architecture=architecture
+    )
+    assert pins == CLUSTER_PINS
+
+
+def test_markers_pick_the_clusters_version_and_a_missing_pin_is_named(tmp_path: Path):
+    (tmp_path / "pyproject.toml").write_text('[project]\ndependencies = ["pandas>=2", "Boto3>=1"]\n')
+    lock = tmp_path / "requirements.lock"
+    lock.write_text(
+        "# header\n"
+        "numpy==2.4.6 ; python_full_version < '3.12'\n    # via pandas\n"
+        "numpy==2.5.5 ; python_full_version >= '3.12'\n    # via pandas\n"
+        "colorama==0.4.6 ; sys_platform == 'win32'\n    # via pandas\n"
+        "pandas==2.3.3\n    # via lakestack (pyproject.toml)\n"
+        "pytest==9.0.0\n    # via lakestack (pyproject.toml)\n"
+    )
+    with pytest.raises(ArtifactError, match=r"expected pins for boto3 in .*requirements.lock; found none"):
+        locked_cluster_requirements(tmp_path / "pyproject.toml", lock, architecture="x86_64")
+    lock.write_text(
+        lock.read_text() + "boto3==1.44.5\n    # via\n    #   lakestack (pyproject.toml)\n    #   moto\n"
+    )
+    assert locked_cluster_requirements(tmp_path / "pyproject.toml", lock, architecture="x86_64") == (
+        "boto3==1.44.5",
+        "numpy==2.4.6",
+        "pandas==2.3.3",
     )
 
 
@@ -80,8 +133,7 @@ def test_hash_needs_the_jobs_folder(tmp_path: Path):
 
 def test_built_artifacts_are_reused_for_an_unchanged_hash(project: Path, tmp_path: Path):
     # A finished folder for the current hash means no pip run: a bogus interpreter proves nothing is executed.
-    requirements = cluster_requirements(project / "pyproject.toml")
-    digest = source_hash(project, requirements=requirements, architecture="x86_64")
+    digest = source_hash(project, requirements=CLUSTER_PINS, architecture="x86_64")
     done = tmp_path / "out" / digest
     done.mkdir(parents=True)
     for name in ("lakestack_jobs-0.1.0-py3-none-any.whl", "environment.tar.gz", "run_job.py"):
@@ -92,6 +144,11 @@ def test_built_artifacts_are_reused_for_an_unchanged_hash(project: Path, tmp_pat
     assert artifacts.content_hash == digest
     assert artifacts.key_prefix == f"jobs/{digest}/"
     assert artifacts.wheel == done / "lakestack_jobs-0.1.0-py3-none-any.whl"
+    # A new pin in the lock is a new hash: the environment is rebuilt and redeployed.
+    lock = project / "requirements.lock"
+    lock.write_text(lock.read_text().replace("boto3==1.44.5", "boto3==1.44.6"))
+    with pytest.raises(FileNotFoundError, match="nonexistent"):  # it tries to build: a new version
+        build_artifacts(project, tmp_path / "out", architecture="x86_64", python="/nonexistent/python")
 
 
 def test_tls_domain_is_the_regions_private_dns_domain():
@@ -208,7 +265,10 @@ def test_build_packs_the_environment_for_the_cluster_target(project: Path, tmp_p
         "#!/bin/sh\n"
         f'echo "$@" > {log}\n'
         'while [ "$1" != "--target" ]; do shift; done\n'
-        'mkdir -p "$2/pyarrow" && echo "# stub" > "$2/pyarrow/__init__.py"\n'
+        'site="$2"\n'
+        'mkdir -p "$site/pyarrow" && echo "# stub" > "$site/pyarrow/__init__.py"\n'
+        # Like pip: one <name>-<version>.dist-info per pinned requirement it was given.
+        'for a in "$@"; do case "$a" in *==*) mkdir -p "$site/${a%%==*}-${a##*==}.dist-info";; esac; done\n'
     )
     fake.chmod(0o755)
     artifacts = build_artifacts(project, tmp_path / "out", architecture="aarch64", python=str(fake))
@@ -218,17 +278,21 @@ def test_build_packs_the_environment_for_the_cluster_target(project: Path, tmp_p
     assert platforms == ["manylinux2014_aarch64", "manylinux_2_28_aarch64"]
     assert args[args.index("--python-version") + 1] == "3.11"
     assert "--only-binary=:all:" in args
-    assert args[-5:] == [
-        "boto3>=1.35,<2",
-        "deltalake>=1.1,<2",
-        "pandas>=2.2,<3",
-        "pyarrow>=18,<22",
-        str(Path(args[-1])),
-    ]
+    assert "--no-deps" in args
+    pins = [a for a in args if "==" in a]
+    assert pins == list(CLUSTER_PINS)
     assert args[-1].endswith("lakestack_jobs-0.1.0-py3-none-any.whl")
     with tarfile.open(artifacts.environment) as tar:
-        assert tar.getnames() == ["pyarrow", "pyarrow/__init__.py"]
         assert {m.mtime for m in tar.getmembers()} == {0}
+        packed = {
+            n.removesuffix(".dist-info").rsplit("-", 1)[0]: n.removesuffix(".dist-info").rsplit("-", 1)[1]
+            for n in tar.getnames()
+            if n.endswith(".dist-info")
+        }
+        assert "pyarrow/__init__.py" in tar.getnames()
+    # Every version in the packed environment is the lock's.
+    assert packed == dict(pin.split("==") for pin in CLUSTER_PINS)
+    assert packed["boto3"] == "1.44.5"
     assert artifacts.launcher.read_text().startswith('"""spark-submit entry')
     assert artifacts.wheel.name == "lakestack_jobs-0.1.0-py3-none-any.whl"
     # The wheel EMR installs into the job environment carries the fraud model (package data).

@@ -304,7 +304,7 @@ def test_pool_sizing_follows_parallelism(
     assert pool["autoScale"] == {"enabled": autoscale, "minNodeCount": nodes, "maxNodeCount": max_nodes}
 
 
-def test_workspace_identity_reaches_only_this_stacks_storage_hub_and_listen_secret(dev):
+def test_the_jobs_identity_and_the_workspace_reach_only_this_stacks_storage_hub_and_listen_secret(dev):
     grants = {
         a.name: (
             a.inputs["principalId"],
@@ -316,27 +316,29 @@ def test_workspace_identity_reaches_only_this_stacks_storage_hub_and_listen_secr
     }
     contributor = role("ba92f5b4-2d11-453d-a403-e96b0029c9fe")
     ws = (WORKSPACE_PRINCIPAL, "ServicePrincipal")
+    # The jobs run as the identity that submits them: the deployer.
+    jobs = (DEPLOYER, "User")
     assert grants == {
-        "spark-access-workspace-lake": (*ws, contributor, container("lake")),
-        "spark-access-workspace-checkpoints": (*ws, contributor, container("checkpoints")),
-        "spark-access-workspace-logs": (*ws, contributor, container("logs")),
+        "spark-access-jobs-lake": (*jobs, contributor, container("lake")),
+        "spark-access-jobs-checkpoints": (*jobs, contributor, container("checkpoints")),
+        "spark-access-jobs-logs": (*jobs, contributor, container("logs")),
+        "spark-access-jobs-listen-secret": (
+            *jobs,
+            role("4633458b-17de-408a-b874-0445c86b69e6"),
+            f"{VAULT_ID}/secrets/eventhubs-listen",
+        ),
+        "spark-access-jobs-hub": (
+            *jobs,
+            role("a638d3c7-ab3a-418d-83e6-5f17a39d4fde"),
+            f"{NAMESPACE_ID}/eventhubs/events",
+        ),
+        "spark-access-deployer-artifacts": (*jobs, contributor, container("artifacts")),
         "spark-access-workspace-workspace": (*ws, contributor, container("workspace")),
         "spark-access-workspace-artifacts": (
             *ws,
             role("2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"),
             container("artifacts"),
         ),
-        "spark-access-workspace-listen-secret": (
-            *ws,
-            role("4633458b-17de-408a-b874-0445c86b69e6"),
-            f"{VAULT_ID}/secrets/eventhubs-listen",
-        ),
-        "spark-access-workspace-hub": (
-            *ws,
-            role("a638d3c7-ab3a-418d-83e6-5f17a39d4fde"),
-            f"{NAMESPACE_ID}/eventhubs/events",
-        ),
-        "spark-access-deployer-artifacts": (DEPLOYER, "User", contributor, container("artifacts")),
         "deployer-access-deployer-send-secret": (
             DEPLOYER,
             "User",

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from infra.config import load_stack_settings, parse_settings
-from infra.errors import ConfigError
+from infra.errors import ConfigError, StackFileSyntaxError
 from infra.pricing import estimate_hourly_cost
 
 
@@ -101,11 +101,11 @@ def test_sizing_follows_the_kpu_rule(parallelism, per_worker, instance, expected
             "pipeline names among ingest, sales",
         ),
         (
-            # The orders job runs as one name per layout.
-            {"pipelines": ["ingest", "orders"]},
+            {"pipelines": ["ingest", "order-mor"]},
             "lakestack:pipelines",
-            "'orders'",
-            "pipeline names among ingest, sales, fraud, orders-cow, orders-mor, maintenance",
+            "'order-mor'",
+            "pipeline names among ingest, sales, fraud, orders-cow, orders-mor, maintenance (orders: both "
+            "layouts); did you mean orders-mor?",
         ),
         (
             {"stream": {"mode": "burst"}},
@@ -114,13 +114,16 @@ def test_sizing_follows_the_kpu_rule(parallelism, per_worker, instance, expected
             "on-demand or provisioned",
         ),
         (
+            # The value out of range is the parallelism; maxWorkers x parallelismPerWorker sets the range.
             {"parallelism": 8, "cluster": {"maxWorkers": 1}},
-            "lakestack:cluster.maxWorkers",
-            "1",
-            "an integer >= 2",
+            "lakestack:parallelism",
+            "8",
+            "an integer from 1 to 4 (lakestack:cluster.maxWorkers 1 x lakestack:parallelismPerWorker 4); lower "
+            "it, or raise lakestack:cluster.maxWorkers to at least 2",
         ),
         ({"namePrefix": "Lake_Stack"}, "lakestack:namePrefix", "'Lake_Stack'", "lowercase letters"),
         ({"paralelism": 4}, "lakestack:paralelism", "4", "one of lakestack:cloud"),
+        ({"cluster": {"maxWorker": 4}}, "lakestack:cluster.maxWorker", "4", "one of the keys enabled"),
     ],
 )
 def test_invalid_configuration_is_refused_naming_key_value_and_what_is_allowed(config, key, value, allowed):
@@ -237,8 +240,8 @@ def test_the_prefix_leaves_room_for_the_suffix_in_63_characters():
 @pytest.mark.parametrize(
     ("config", "expected"),
     [
-        ({}, "2026-03-02T10:00:00Z"),  # 24 h default, rounded up to the hour
-        ({"ttlHours": 2}, "2026-03-01T12:00:00Z"),
+        ({}, "2026-03-03T00:00:00Z"),  # 24 h default, rounded up to midnight UTC
+        ({"ttlHours": 2}, "2026-03-02T00:00:00Z"),
         ({"expiresAt": "2026-04-01T18:30:00+02:00"}, "2026-04-01T16:30:00Z"),
     ],
 )
@@ -251,12 +254,18 @@ def test_every_resource_is_tagged_with_an_expiry(config, expected):
     }
 
 
-def test_an_expiry_on_the_hour_stays_on_that_hour():
-    on_the_hour = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+def test_an_expiry_at_midnight_stays_on_that_midnight():
+    an_hour_before = datetime(2026, 3, 1, 23, 0, tzinfo=UTC)
     assert (
-        parse_settings("t", {"ttlHours": 1}, now=on_the_hour).tags["lakestack:expires-at"]
-        == "2026-03-01T10:00:00Z"
+        parse_settings("t", {"ttlHours": 1}, now=an_hour_before).tags["lakestack:expires-at"]
+        == "2026-03-02T00:00:00Z"
     )
+
+
+def test_every_up_of_the_same_day_keeps_the_expiry():
+    early, late = datetime(2026, 3, 1, 0, 5, tzinfo=UTC), datetime(2026, 3, 1, 23, 55, tzinfo=UTC)
+    expiries = {parse_settings("t", {}, now=t).tags["lakestack:expires-at"] for t in (early, late)}
+    assert expiries == {"2026-03-03T00:00:00Z"}
 
 
 def test_several_pipelines_share_each_node_and_each_gets_its_driver_room():
@@ -348,3 +357,79 @@ def test_security_controls_default_on_and_switching_one_off_is_a_named_deviation
 def test_the_aws_profile_of_the_stack_file_is_kept(tmp_path: Path):
     (tmp_path / "Pulumi.p.yaml").write_text("config:\n  aws:profile: lab\n  lakestack:namePrefix: lab-p\n")
     assert load_stack_settings("p", project_dir=tmp_path).aws_profile == "lab"
+
+
+def test_a_misspelt_key_gets_the_nearest_one():
+    with pytest.raises(ConfigError) as caught:
+        parse_settings("t", {"paralelism": 4}, where="Pulumi.t.yaml")
+    assert str(caught.value).endswith("lakestack:jobFlags; did you mean lakestack:parallelism?")
+    with pytest.raises(ConfigError) as caught:
+        parse_settings("t", {"cluster": {"maxWorker": 4}}, where="Pulumi.t.yaml")
+    assert str(caught.value) == (
+        "invalid stack configuration in Pulumi.t.yaml: lakestack:cluster.maxWorker = 4; expected one of the keys "
+        "enabled, instanceType, releaseLabel, idleTimeoutMinutes, maxWorkers; did you mean maxWorkers?"
+    )
+
+
+def test_parallelism_beyond_max_workers_names_parallelism_and_its_range(tmp_path: Path):
+    dev = (Path(__file__).parents[2] / "Pulumi.dev.yaml").read_text()
+    (tmp_path / "Pulumi.big.yaml").write_text(
+        dev.replace("lakestack:parallelism: 8\n", "lakestack:parallelism: 8000\n")
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_stack_settings("big", project_dir=tmp_path)
+    assert str(caught.value) == (
+        "invalid stack configuration in Pulumi.big.yaml: lakestack:parallelism = 8000; expected an integer from 1 "
+        "to 16 (lakestack:cluster.maxWorkers 4 x lakestack:parallelismPerWorker 4); lower it, or raise "
+        "lakestack:cluster.maxWorkers to at least 2000"
+    )
+
+
+def test_orders_in_a_stack_file_means_both_layouts():
+    settings = parse_settings("t", {"pipelines": ["ingest", "orders"]})
+    assert settings.pipelines == ("ingest", "orders-cow", "orders-mor")
+    assert parse_settings("t", {"pipelines": ["ingest", "orders-mor"]}).pipelines == ("ingest", "orders-mor")
+
+
+@pytest.mark.parametrize("region", ["eu-west-1", "ap-southeast-2", "us-gov-west-1"])
+def test_a_real_region_is_kept(region):
+    assert parse_settings("t", {}, region=region).region == region
+
+
+def test_an_unknown_region_is_refused_with_the_nearest_one():
+    with pytest.raises(ConfigError) as caught:
+        parse_settings("t", {}, region="euwest-1", where="Pulumi.t.yaml")
+    message = str(caught.value)
+    assert message.startswith(
+        "invalid stack configuration in Pulumi.t.yaml: aws:region = 'euwest-1'; expected an AWS region; did you "
+        "mean eu-west-1? (one of af-south-1, "
+    )
+    assert message.endswith(", us-west-2, or a GovCloud/China region)")
+    assert "\n" not in message
+
+
+def test_a_yaml_syntax_error_names_file_line_and_column(tmp_path: Path):
+    path = tmp_path / "Pulumi.bad.yaml"
+    path.write_text("config:\n  lakestack:cloud: aws\n  lakestack:pipelines: [ingest, sales\n")
+    with pytest.raises(StackFileSyntaxError) as caught:
+        load_stack_settings("bad", project_dir=tmp_path)
+    assert str(caught.value) == (
+        f"{path}:4:1: expected ',' or ']', but got '<stream end>' (while parsing a flow sequence at 3:24); fix the "
+        "YAML there"
+    )
+    assert caught.value.exit_code == 2
+
+
+def test_a_stack_file_that_is_not_a_mapping_is_refused(tmp_path: Path):
+    path = tmp_path / "Pulumi.list.yaml"
+    path.write_text("- config\n")
+    with pytest.raises(StackFileSyntaxError) as caught:
+        load_stack_settings("list", project_dir=tmp_path)
+    assert str(caught.value) == f"{path}:1:1: expected a mapping with a `config:` mapping in it"
+
+
+def test_a_misspelt_stack_name_gets_the_nearest_one(tmp_path: Path):
+    (tmp_path / "Pulumi.dev.yaml").write_text("config: {}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_stack_settings("devv", project_dir=tmp_path)
+    assert str(caught.value).endswith("(found: Pulumi.dev.yaml); did you mean dev?")

@@ -172,9 +172,10 @@ def test_the_provider_calls_emr_with_the_stacks_region_and_profile(monkeypatch):
     monkeypatch.setattr(boto3, "Session", FakeSession)
     assert _EmrStepProvider()._client({**PROPS, "region": "eu-west-1", "profile": "lab"}) == "emr-client"
     assert _EmrStepProvider()._client(dict(PROPS)) == "emr-client"
+    none = {"aws_access_key_id": None, "aws_secret_access_key": None, "aws_session_token": None}
     assert sessions == [
-        {"profile_name": "lab", "region_name": "eu-west-1"},
-        {"profile_name": None, "region_name": "us-east-1"},
+        {"profile_name": "lab", **none, "region_name": "eu-west-1"},
+        {"profile_name": None, **none, "region_name": "us-east-1"},
     ]
 
 

@@ -1,19 +1,28 @@
-"""Executors do the lake I/O: ingest under ``local-cluster`` (two executor JVMs) with an 8 MB driver result limit.
+"""Executors do the lake I/O and read Kinesis: ingest under ``local-cluster`` (two executor JVMs) with an 8 MB
+driver result limit.
 
 A batch collected to the driver (the old design) fails such a query: the backlog here is over 100 MB. Each run
 is a child process, as a cluster runs the job: ``python -m jobs ingest`` with the entry's Spark flags, and the
 same through ``spark-submit`` (how EMR starts it, Delta given as EMR's delta-defaults give it). A third run
 kills one executor JVM mid-batch: Spark retries the batch's tasks elsewhere, and nothing is lost or doubled.
+A proxy in front of the emulator tells which process made each GetRecords call: none comes from the driver
+(its JVM or the Python process that plans the source's batches), all from the executors' Python workers.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
+from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlparse
 
 import boto3
 import psutil
@@ -29,6 +38,7 @@ REGION = "us-east-1"
 RECORD_BYTES = 40_000
 RECORDS = 2_600  # 104 MB of payload
 KILL_RECORDS = 1_000
+ATTRIBUTION_RECORDS = 200
 MASTER = "local-cluster[2,1,1024]"
 RESULT_LIMIT = "spark.driver.maxResultSize=8m"
 
@@ -183,3 +193,156 @@ def test_an_executor_killed_mid_batch_loses_and_doubles_nothing(moto_endpoint, u
             child.kill()
         out.close()
     _assert_exactly_once_by_delta_spark(moto_endpoint, unique_name, KILL_RECORDS)
+
+
+GET_RECORDS = b"Kinesis_20131202.GetRecords"
+
+
+def _proc_address(text: str) -> tuple[str, int]:
+    """``0100007F:1F90`` (or a v4-mapped IPv6 address) of /proc/net/tcp* as (dotted IPv4, port)."""
+    address, port = text.split(":")
+    # The IPv4 address (or an IPv6 address's last 32-bit word: v4-mapped) in the host's (little-endian) order.
+    v4 = bytes.fromhex(address[-8:])[::-1]
+    return socket.inet_ntoa(v4), int(port, 16)
+
+
+def _socket_inode(local: tuple[str, int], remote: tuple[str, int]) -> str | None:
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            try:
+                if _proc_address(fields[1]) == local and _proc_address(fields[2]) == remote:
+                    return fields[9]
+            except ValueError:
+                continue
+    return None
+
+
+def _socket_owner(inode: str) -> int | None:
+    target = f"socket:[{inode}]"
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            for fd in (entry / "fd").iterdir():
+                with contextlib.suppress(OSError):
+                    if os.readlink(fd) == target:
+                        return int(entry.name)
+    return None
+
+
+class CallerProxy:
+    """A TCP proxy in front of the emulator that counts GetRecords calls by the kind of process making them.
+
+    Each accepted connection is mapped to its client process (the client socket's inode in /proc/net/tcp,
+    then the process holding that inode in /proc/<pid>/fd) and the process to a role by its ancestry:
+    ``executor`` when an executor JVM (CoarseGrainedExecutorBackend) is among it and its ancestors; else
+    ``job python`` for the job's own process (the driver's Python), ``driver jvm`` for the driver's JVM and
+    ``planner`` for a Python process the driver JVM started (the source's planner runs in one); ``other``
+    for any other process and ``unknown`` when the owner was not found.
+    """
+
+    def __init__(self, upstream: str, driver_pid: int | None = None) -> None:
+        parsed = urlparse(upstream)
+        self._upstream = (parsed.hostname or "127.0.0.1", parsed.port or 80)
+        self.driver_pid = driver_pid
+        self.calls: Counter[str] = Counter()
+        self.connections: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._server.getsockname()[1]}"
+        self._closing = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def close(self) -> None:
+        self._closing = True
+        self._server.close()
+
+    def _role(self, pid: int | None) -> str:
+        if pid is None:
+            return "unknown"
+        try:
+            chain = [psutil.Process(pid), *psutil.Process(pid).parents()]
+            if any("CoarseGrainedExecutorBackend" in " ".join(p.cmdline()) for p in chain):
+                return "executor"
+        except psutil.Error:
+            return "unknown"
+        if pid == self.driver_pid:
+            return "job python"
+        if self.driver_pid not in {p.pid for p in chain}:
+            return "other"
+        return "driver jvm" if chain[0].name() == "java" else "planner"
+
+    def _accept(self) -> None:
+        while not self._closing:
+            try:
+                client, peer = self._server.accept()
+            except OSError:
+                return
+            inode = _socket_inode(peer, client.getsockname())
+            role = self._role(_socket_owner(inode) if inode else None)
+            with self._lock:
+                self.connections[role] += 1
+            upstream = socket.create_connection(self._upstream)
+            threading.Thread(target=self._pump, args=(upstream, client, None), daemon=True).start()
+            threading.Thread(target=self._pump, args=(client, upstream, role), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket, role: str | None) -> None:
+        tail = b""
+        try:
+            while data := source.recv(65536):
+                if role is not None:
+                    seen = tail + data
+                    found = seen.count(GET_RECORDS)
+                    if found:
+                        with self._lock:
+                            self.calls[role] += found
+                    # A target split across two reads is found next time; the kept tail is too short to
+                    # hold a whole one, so none is counted twice.
+                    tail = seen[-(len(GET_RECORDS) - 1) :]
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for end in (source, sink):
+                with contextlib.suppress(OSError):
+                    end.shutdown(socket.SHUT_RDWR)
+
+
+@contextlib.contextmanager
+def _proxy(upstream: str) -> Iterator[CallerProxy]:
+    proxy = CallerProxy(upstream)
+    try:
+        yield proxy
+    finally:
+        proxy.close()
+
+
+def test_no_get_records_call_comes_from_the_driver_side(moto_endpoint, unique_name, tmp_path):
+    _backlog(moto_endpoint, unique_name, ATTRIBUTION_RECORDS)
+    with _proxy(moto_endpoint) as proxy:
+        command = [
+            sys.executable, "-m", "jobs", *_job_args(proxy.url, unique_name, tmp_path / "chk"),
+            "--spark-master", MASTER, "--log-file", str(tmp_path / "job.log"),
+        ]  # fmt: skip
+        with (tmp_path / "out.log").open("wb") as out:
+            child = subprocess.Popen(
+                command, stdout=out, stderr=subprocess.STDOUT, env=_environment(tmp_path)
+            )
+            proxy.driver_pid = child.pid
+            try:
+                assert child.wait(timeout=420) == 0, (tmp_path / "job.log").read_text()[-3000:]
+            finally:
+                if child.poll() is None:
+                    child.kill()
+        calls, connections = dict(proxy.calls), dict(proxy.connections)
+    _assert_exactly_once_by_delta_spark(moto_endpoint, unique_name, ATTRIBUTION_RECORDS)
+    assert calls.get("driver jvm", 0) == 0 and calls.get("planner", 0) == 0, (calls, connections)
+    # The job's preflight (before Spark starts) proves read access with one GetRecords at LATEST, Limit 1:
+    # it reads nothing. No other call comes from the job's process.
+    assert calls.get("job python", 0) <= 1, (calls, connections)
+    assert calls.get("unknown", 0) == 0 and calls.get("other", 0) == 0, (calls, connections)
+    # Every shard was read by an executor: at least one call per shard (4 on an on-demand stream).
+    assert calls.get("executor", 0) >= 4, (calls, connections)
+    # The planner did talk to the emulator (DescribeStreamSummary, ListShards): the proxy saw it.
+    assert connections.get("planner", 0) > 0, connections

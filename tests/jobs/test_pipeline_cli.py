@@ -7,6 +7,7 @@ All but the last test fail in the checks before Spark starts, so each is a secon
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -308,8 +309,8 @@ def test_train_fraud_output_that_cannot_be_written(tmp_path):
         ),
         (
             ["demo", "--pipelines", "sales,nope"],
-            "lakestack demo: error: --pipelines: expected names among ingest, sales, fraud, orders, found nope. "
-            "Leave it out to run every pipeline.",
+            "lakestack demo: error: argument --pipelines: expected names among ingest, sales, fraud, orders (or "
+            "orders-cow, orders-mor), found 'nope' (see `lakestack demo --help`)",
         ),
         (
             ["load", "--batch-size", "501"],
@@ -405,3 +406,48 @@ def test_after_a_real_sales_run_its_checkpoint_refuses_fraud_and_keeps_two_batch
         f"to this run (the fraud job reading Delta table {bronze} into {lake});"
     )
     assert not (lake / "transactions").exists()
+
+
+@pytest.mark.parametrize("job", ["ingest", "sales", "fraud", "orders", "maintenance", "train-fraud"])
+def test_each_jobs_help_shows_the_flags_every_job_takes(job, tmp_path):
+    result = run("jobs", job, "--help", tmp_path=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"usage: python -m jobs {job}")
+    tail = result.stdout[result.stdout.index("\nflags every job takes:\n") :].splitlines()
+    assert tail[2].startswith("  --verbose        show everything on the terminal too")
+    assert tail[3].startswith("  --log-file PATH  the job log")
+    # A value's placeholder says what it is (N, PATH, URI, ...), never the flag's own name in capitals.
+    flags = re.findall(r"--([a-z-]+) ([A-Z_]+)", result.stdout)
+    assert [flag for flag, metavar in flags if metavar == flag.upper().replace("-", "_")] == []
+
+
+def test_train_fraud_refuses_to_replace_the_shipped_model_without_force(tmp_path):
+    from jobs.pipelines.train_fraud import SHIPPED_MODEL
+
+    events, truth = tmp_path / "e.jsonl", tmp_path / "t.json"
+    events.write_text("")
+    truth.write_text("{}")
+    before = SHIPPED_MODEL.read_bytes()
+    result = run(
+        "jobs",
+        "train-fraud",
+        *("--events", str(events), "--truth", str(truth), "--output", str(SHIPPED_MODEL)),
+        tmp_path=tmp_path,
+    )
+    assert one_line(result) == (
+        f"error: --output: {SHIPPED_MODEL} is the model shipped with the kit (the fraud job's default --model); "
+        "give another path, or pass --force to replace it."
+    )
+    assert SHIPPED_MODEL.read_bytes() == before
+
+
+def test_train_fraud_writes_under_reports_by_default(tmp_path, monkeypatch):
+    from jobs.pipelines.train_fraud import TrainSettings
+
+    events, truth = tmp_path / "e.jsonl", tmp_path / "t.json"
+    events.write_text("")
+    truth.write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    output = TrainSettings(events=events, truth=truth).output
+    assert output.parent == Path("reports")
+    assert re.fullmatch(r"fraud-model-\d{8}T\d{6}Z\.json", output.name)

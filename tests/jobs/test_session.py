@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -13,8 +14,10 @@ from jobs.session import (
     LOCAL_CHECKPOINT_FILE_MANAGER,
     WORKER_PYTHON_WRAPPER,
     _collector_chosen,
+    _output_to,
     _worker_python,
     installed_pyspark_zip,
+    stop_session,
     warm_python_workers,
 )
 
@@ -202,3 +205,45 @@ def test_the_zip_is_named_as_the_jvm_names_it_through_a_symlinked_spark_home(mon
     (tmp_path / "spark").symlink_to(package)
     monkeypatch.setenv("SPARK_HOME", str(tmp_path / "spark"))
     assert installed_pyspark_zip() == f"{tmp_path}/spark/python/lib/pyspark.zip"
+
+
+def test_a_child_started_in_the_block_writes_its_output_to_the_file_and_this_process_gets_its_own_back(
+    tmp_path,
+):
+    log = tmp_path / "run" / "spark.log"
+    log.parent.mkdir()
+    log.write_text("earlier\n")
+    with _output_to(log):
+        child = subprocess.Popen(
+            ["sh", "-c", "echo out; sleep 0.2; echo 'WARNING: Using incubator modules' >&2"]
+        )
+    # The child keeps writing to the file after the block (the JVM lives on).
+    assert child.wait(timeout=30) == 0
+    subprocess.run(["sh", "-c", "echo after >&2"], check=True)
+
+    assert log.read_text() == "earlier\nout\nWARNING: Using incubator modules\n"
+
+
+def test_stopping_a_session_stops_the_state_store_maintenance_first():
+    calls: list[str] = []
+    module = SimpleNamespace(stop=lambda: calls.append("StateStore.stop"))
+    state = SimpleNamespace(**{"StateStore$": SimpleNamespace(**{"MODULE$": module})})
+    jvm = SimpleNamespace(
+        org=SimpleNamespace(
+            apache=SimpleNamespace(
+                spark=SimpleNamespace(
+                    sql=SimpleNamespace(execution=SimpleNamespace(streaming=SimpleNamespace(state=state)))
+                )
+            )
+        )
+    )
+    stop_session(SimpleNamespace(_jvm=jvm, stop=lambda: calls.append("session.stop")))  # type: ignore[arg-type]
+
+    assert calls == ["StateStore.stop", "session.stop"]
+
+
+def test_a_session_whose_jvm_is_gone_is_still_stopped():
+    calls: list[str] = []
+    stop_session(SimpleNamespace(_jvm=None, stop=lambda: calls.append("session.stop")))  # type: ignore[arg-type]
+
+    assert calls == ["session.stop"]

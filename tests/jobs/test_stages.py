@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 
 import boto3
 import pytest
@@ -134,3 +135,57 @@ def test_the_ingest_job_records_every_stage_of_every_batch(spark, moto_endpoint,
         # delta-spark writes the batch from the executors: no trip to the driver to time.
         assert record["transfer_into_spark"] == 0.0
     assert set(recorder.summary()) == set(STAGES)
+
+
+class _Calls:
+    """A session stand-in that records the listener calls, in order, and Spark's listener bus draining."""
+
+    def __init__(self, *, bus_error: Exception | None = None) -> None:
+        self.calls: list[tuple[str, object]] = []
+        self.bus_error = bus_error
+        self.streams = SimpleNamespace(
+            addListener=lambda listener: self.calls.append(("add", type(listener).__name__)),
+            removeListener=lambda listener: self.calls.append(("remove", type(listener).__name__)),
+        )
+        bus = SimpleNamespace(waitUntilEmpty=self._wait)
+        self.sparkContext = SimpleNamespace(
+            _jsc=SimpleNamespace(sc=lambda: SimpleNamespace(listenerBus=lambda: bus))
+        )
+
+    def _wait(self, timeout_ms: int) -> None:
+        self.calls.append(("wait for the listener bus", timeout_ms))
+        if self.bus_error is not None:
+            raise self.bus_error
+
+
+def test_closing_delivers_the_events_already_posted_before_removing_the_listener():
+    # Removed while Spark still delivers the query's last events, the listener fails on Spark's thread once the
+    # Python side is gone (`Listener PythonStreamingQueryListenerWrapper threw an exception`).
+    session = _Calls()
+    recorder = StageRecorder()
+    recorder.listen(session, "ingest")  # type: ignore[arg-type]
+    recorder.close()
+    recorder.close()
+
+    assert session.calls == [
+        ("add", "_Listener"),
+        ("wait for the listener bus", 10_000),
+        ("remove", "_Listener"),
+    ]
+
+
+def test_a_listener_bus_that_does_not_empty_still_lets_the_listener_go():
+    session = _Calls(bus_error=TimeoutException("The event queue is not empty after 2000 ms."))
+    recorder = StageRecorder()
+    recorder.listen(session, "ingest")  # type: ignore[arg-type]
+    recorder.close(drain_timeout_s=2)
+
+    assert session.calls == [
+        ("add", "_Listener"),
+        ("wait for the listener bus", 2000),
+        ("remove", "_Listener"),
+    ]
+
+
+class TimeoutException(Exception):
+    """What py4j raises for the JVM's java.util.concurrent.TimeoutException (its own error type, here)."""

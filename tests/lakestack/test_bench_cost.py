@@ -47,7 +47,11 @@ def test_over_budget_is_refused_naming_estimate_limit_and_flags():
     estimate = estimate_run_cost(
         load_stack_settings("dev"), duration_s=600, peak_rate_eps=1000, event_bytes=300, drain_timeout_s=600
     )
-    check_budget(estimate, max_cost_usd=0.80, stack="dev")
+    assert estimate.usd == 0.7975
+    # A run estimated at exactly --max-cost is within it; a hundredth of a cent less is over.
+    check_budget(estimate, max_cost_usd=0.7975, stack="dev")
+    with pytest.raises(CostLimitError, match=r"over --max-cost 0\.80 USD"):
+        check_budget(estimate, max_cost_usd=0.7974, stack="dev")
     with pytest.raises(CostLimitError) as caught:
         check_budget(estimate, max_cost_usd=0.50, stack="dev")
     assert str(caught.value) == (

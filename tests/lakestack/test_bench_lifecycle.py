@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import signal
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -106,34 +109,76 @@ def test_a_failed_phase_still_destroys():
     assert outcome.report is None
 
 
+def _in_child(scenario: Callable[[], Any]) -> Any:
+    """What ``scenario`` returns, run in a forked child: the signals it raises reach the child alone, so a guard
+    that lets one through kills the child (and fails the test saying so), never the pytest session."""
+    context = multiprocessing.get_context("fork")
+    receiver, sender = context.Pipe(duplex=False)
+
+    def run() -> None:
+        try:
+            sender.send(("returned", scenario()))
+        except BaseException as error:
+            sender.send(("raised", repr(error)))
+
+    process = context.Process(target=run)
+    process.start()
+    sender.close()
+    try:
+        got = receiver.recv() if receiver.poll(60) else ("no answer", "in 60 s")
+    except EOFError:
+        got = ("no answer", "the child closed its end")
+    process.join(10)
+    assert process.exitcode == 0, f"the child ended with {process.exitcode} (-15: SIGTERM got through), {got}"
+    assert got[0] == "returned", got
+    return got[1]
+
+
 def test_sigterm_stops_the_run_and_a_second_signal_does_not_cut_teardown_short():
-    said: list[str] = []
-    target = FakeTarget(signal_in="drain 7")
-    target.signal_during_destroy = signal.SIGINT
-    with SignalGuard(say=said.append) as guard:
-        outcome = run_bench(target, guard=guard)
-    assert target.calls == ["up", "ready", "load", "drain 7", "destroy", "destroy finished"]
-    assert (outcome.status, outcome.detail, outcome.exit_code) == ("interrupted", "SIGTERM during drain", 143)
-    assert guard.received == [signal.SIGTERM, signal.SIGINT]
+    def scenario() -> tuple[Any, ...]:
+        said: list[str] = []
+        target = FakeTarget(signal_in="drain 7")
+        target.signal_during_destroy = signal.SIGINT
+        with SignalGuard(say=said.append) as guard:
+            outcome = run_bench(target, guard=guard)
+        return (
+            target.calls,
+            (outcome.status, outcome.detail, outcome.exit_code),
+            list(guard.received),
+            said,
+            outcome.teardown.complete,
+        )
+
+    calls, outcome, received, said, complete = _in_child(scenario)
+    assert calls == ["up", "ready", "load", "drain 7", "destroy", "destroy finished"]
+    assert outcome == ("interrupted", "SIGTERM during drain", 143)
+    assert received == [signal.SIGTERM, signal.SIGINT]
     assert said == [
         "SIGINT received while tearing down fake: finishing it first (it removes what the run created)"
     ]
-    assert outcome.teardown.complete
+    assert complete is True
 
 
 def test_a_signal_in_a_critical_section_waits_for_its_end():
-    said: list[str] = []
-    steps: list[str] = []
-    with SignalGuard(say=said.append) as guard:
-        with pytest.raises(Interrupted) as caught:
-            with guard.critical("starting Spark"):
-                signal.raise_signal(signal.SIGTERM)
-                steps.append("Spark started")
-                signal.raise_signal(signal.SIGINT)
-                steps.append("still starting")
-        steps.append("after")
+    def scenario() -> tuple[Any, ...]:
+        said: list[str] = []
+        steps: list[str] = []
+        signum = None
+        with SignalGuard(say=said.append) as guard:
+            try:
+                with guard.critical("starting Spark"):
+                    signal.raise_signal(signal.SIGTERM)
+                    steps.append("Spark started")
+                    signal.raise_signal(signal.SIGINT)
+                    steps.append("still starting")
+            except Interrupted as caught:
+                signum = caught.signum
+            steps.append("after")
+        return steps, signum, said
+
+    steps, signum, said = _in_child(scenario)
     assert steps == ["Spark started", "still starting", "after"]
-    assert caught.value.signum == signal.SIGTERM
+    assert signum == signal.SIGTERM
     assert said == [
         "SIGTERM received while starting Spark: stopping as soon as that is done (stopped half-way, it would "
         "leave a process or resources nobody can remove)"

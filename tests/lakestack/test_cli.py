@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import stat
 import subprocess
@@ -53,9 +54,10 @@ def test_bad_flag_is_a_clear_usage_error():
 def test_unknown_subcommand_lists_the_commands():
     result = lakestack("deploy")
     assert result.returncode == 2
-    assert "invalid choice: 'deploy'" in result.stderr
-    for command in ("demo", "local", "ingest", "load", "plan"):
-        assert command in result.stderr
+    assert result.stderr == (
+        "lakestack: error: unknown command 'deploy' (commands: demo, bench, local, ingest, load, plan, up, down, "
+        "outputs, sweep) (see `lakestack --help`)\n"
+    )
 
 
 @pytest.mark.parametrize("command", [["demo"], ["local"], ["local", "up"], ["ingest"], ["load"], ["plan"]])
@@ -130,7 +132,7 @@ def test_local_up_status_down_round_trip(tmp_path):
 def test_load_against_a_stack_without_the_pulumi_cli_says_how_to_install_it():
     env = {**os.environ, "PATH": str(Path(sys.executable).parent)}  # no `pulumi` anywhere on PATH
     result = subprocess.run(
-        [sys.executable, "-m", "lakestack", "load", "--target", "dev"],
+        [sys.executable, "-m", "lakestack", "load", "--stack", "dev"],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -138,6 +140,122 @@ def test_load_against_a_stack_without_the_pulumi_cli_says_how_to_install_it():
         timeout=120,
     )
     assert result.returncode == 2
-    assert "`lakestack load --target dev` drives Pulumi through its Automation API" in result.stderr
+    assert "`lakestack load --stack dev` drives Pulumi through its Automation API" in result.stderr
     assert "curl -fsSL https://get.pulumi.com | sh" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def _usage_error(argv: list[str], capsys) -> str:
+    """The one stderr line of a usage error (exit 2)."""
+    with pytest.raises(SystemExit) as caught:
+        main(argv)
+    assert caught.value.code == 2
+    return capsys.readouterr().err
+
+
+def test_version_comes_from_the_package_metadata(capsys):
+    with pytest.raises(SystemExit) as caught:
+        main(["--version"])
+    assert caught.value.code == 0
+    assert capsys.readouterr().out == "lakestack 0.1.0\n"
+
+
+def test_a_mistyped_command_gets_the_nearest_one(capsys):
+    assert _usage_error(["dmo"], capsys) == (
+        "lakestack: error: unknown command 'dmo'; did you mean demo? (commands: demo, bench, local, ingest, load, "
+        "plan, up, down, outputs, sweep) (see `lakestack --help`)\n"
+    )
+    assert _usage_error(["local", "stauts"], capsys) == (
+        "lakestack local: error: unknown command 'stauts'; did you mean status? (commands: up, status, down) "
+        "(see `lakestack local --help`)\n"
+    )
+
+
+def test_a_mistyped_flag_gets_the_nearest_one(capsys):
+    assert _usage_error(["demo", "--evnts", "5"], capsys) == (
+        "lakestack demo: error: unrecognized arguments: --evnts 5; did you mean --events? "
+        "(see `lakestack demo --help`)\n"
+    )
+    assert _usage_error(["local", "up", "--prot", "5"], capsys) == (
+        "lakestack local up: error: unrecognized arguments: --prot 5; did you mean --port? "
+        "(see `lakestack local up --help`)\n"
+    )
+
+
+def test_a_mistyped_required_flag_is_named(capsys):
+    assert _usage_error(["plan", "--stak", "dev"], capsys) == (
+        "lakestack plan: error: the following arguments are required: --stack; --stak is not a flag of this "
+        "command; did you mean --stack? (see `lakestack plan --help`)\n"
+    )
+
+
+COMMANDS = [
+    ["demo"],
+    ["bench"],
+    ["local"],
+    ["local", "up"],
+    ["local", "status"],
+    ["local", "down"],
+    ["ingest"],
+]
+COMMANDS += [["load"], ["plan"], ["up"], ["down"], ["outputs"], ["sweep"]]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_every_help_has_an_example_and_no_leaked_metavar(command, capsys):
+    with pytest.raises(SystemExit):
+        main([*command, "--help"])
+    text = capsys.readouterr().out
+    examples = text[text.index("\nexample") :]
+    assert f"\n  lakestack {' '.join(command)}" in examples
+    # A value's placeholder says what it is (N, TIME, NAME, ...), never the flag's own name in capitals.
+    leaked = [
+        f"--{word} {word.upper().replace('-', '_')}" for word in re.findall(r"--([a-z-]+) [A-Z_]+", text)
+    ]
+    assert [flag for flag in leaked if flag in text] == []
+
+
+def test_defaults_are_shown_and_faults_help_is_short(capsys):
+    with pytest.raises(SystemExit):
+        main(["demo", "--help"])
+    out = capsys.readouterr().out
+    text = " ".join(out[out.index("options:") :].split())
+    assert "--events N events to send per scenario (default: 10000)" in text
+    assert "--port N emulator port (default: a free one)" in text
+    faults = text[text.index("--faults SPEC") : text.index("--faults-seed")]
+    assert faults == (
+        "--faults SPEC inject AWS faults in the emulator, e.g. put-throttle=0.2,s3-latency=200ms; kinds and "
+        "values: docs/how-to/faults.md "
+    )
+
+
+def test_a_mistyped_pipeline_gets_the_nearest_one(capsys):
+    assert _usage_error(["bench", "--stack", "local", "--pipelines", "ingest,fruad"], capsys) == (
+        "lakestack bench: error: argument --pipelines: expected names among ingest, sales, fraud, orders (or "
+        "orders-cow, orders-mor), found 'fruad'; did you mean fraud? (see `lakestack bench --help`)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("given", "runs"),
+    [
+        ("orders", ("orders",)),
+        ("orders-cow", ("orders",)),
+        ("sales,orders-mor,orders-cow", ("sales", "orders")),
+    ],
+)
+def test_a_stack_files_orders_layout_names_the_demos_orders(given, runs):
+    from lakestack.commands._types import pipeline_names
+
+    assert pipeline_names(given) == runs
+
+
+def test_a_zero_default_is_shown_and_an_empty_one_is_not(capsys):
+    with pytest.raises(SystemExit):
+        main(["load", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--workers N run a master and this many local workers (default: 0)" in text
+    with pytest.raises(SystemExit):
+        main(["ingest", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--stream NAME Kinesis stream name (--source kinesis) --region R" in text

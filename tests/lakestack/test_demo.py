@@ -56,14 +56,29 @@ def test_demo_json_reports_every_event_landed_once_and_the_sales_pipeline_ok(tmp
     assert document["events_landed"] == 300
     # The same plots as the bench's report, from the same report module.
     assert document["plots"] == [
-        f"plots/{n}.png" for n in ("latency", "sent_landed", "backlog", "batches", "cost")
+        # No cost plot: a run on the emulators costs nothing.
+        f"plots/{n}.png"
+        for n in ("latency", "backlog", "sent_landed", "batches")
     ]
     assert sum(document["timeline"]["sent"]) == 300
-    # The five timeline plots and the ingest job's stage plot, all embedded.
-    assert (run_dir / "report.html").read_text().count("data:image/png;base64,") == 6
+    # The four timeline plots and the ingest job's stage plot, all embedded.
+    page = (run_dir / "report.html").read_text()
+    assert page.count("data:image/png;base64,") == 5
+    # The page leads with the answer and the run's settings.
+    assert (
+        '<p class="verdict pass">PASS: every acknowledged event landed exactly once; pipelines ok: sales</p>'
+        in page
+    )
+    assert '<div class="value">local: no cost</div>' in page
+    assert document["run_settings"]["pipelines"] == "ingest, sales"
     assert (run_dir / document["stages"]["plot"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "PASS: every acknowledged event landed exactly once" in (run_dir / "report.md").read_text()
     assert "PASS: every acknowledged event landed exactly once; pipelines ok: sales" in result.stdout
+    # The terminal carries the demo's own lines only: Spark's and the JDK's output went to the run's spark.log.
+    terminal = result.stdout + result.stderr
+    noise = ("WARNING: Using incubator modules", " WARN ", "\tat ", "Exception in thread", "Traceback")
+    assert [n for n in noise if n in terminal] == [], result.stderr[-3000:]
+    assert "WARNING: Using incubator modules" in (run_dir / "spark.log").read_text()
     assert sorted(report["pipelines"]) == ["ingest", "sales"]
     sales = report["pipelines"]["sales"]
     assert sales["ok"] is True, sales

@@ -85,13 +85,13 @@ def test_commands_for_a_distributed_shaped_run(emulator, tmp_path):
         "16",
         "--scenario",
         "transactions",
-        "--run-time",
+        "--duration",
         "1h30m",
     )
     master, workers = cli.build_commands(args, cli.resolve_target("local"), tmp_path)
 
     assert master[master.index("-f") + 1].endswith("loadtest/locustfile.py," + str(SHAPEFILE))
-    assert master[master.index("--shape-duration") + 1] == "5400"  # the shape runs for --run-time
+    assert master[master.index("--shape-duration") + 1] == "5400"  # the shape runs for --duration
     assert master[master.index("--expect-workers") + 1] == "2"
     assert master[master.index("--shape") + 1 :][:3] == ["ramp", "--shape-users", "16"]
     assert "--run-time" not in master  # the shape decides when the run ends
@@ -114,7 +114,7 @@ def test_run_load_returns_locusts_exit_status(emulator, tmp_path, monkeypatch):
             return 1
 
     monkeypatch.setattr(cli.subprocess, "Popen", FakePopen)
-    args = parse("--out-dir", str(tmp_path / "run"), "--max-events", "300", "--run-time", "30s")
+    args = parse("--out-dir", str(tmp_path / "run"), "--max-events", "300", "--duration", "30s")
 
     assert args.handler(args) == 1
     assert len(started) == 1
@@ -165,3 +165,77 @@ def test_azure_stack_outputs_without_the_hub_are_refused(outputs):
     values.update({"eventhubs_namespace": "ns"})
     with pytest.raises(TargetError, match=r"expected the Azure stack outputs stream_name \(the hub\)"):
         cli.resolve_target("azure-dev")
+
+
+def _locust_argv(emulator, tmp_path, monkeypatch, capsys, *flags: str) -> tuple[list[str], str]:
+    """What `lakestack load <flags>` hands Locust, and what it said on stderr."""
+    from lakestack.cli import main
+
+    started: list[list[str]] = []
+
+    class FakePopen:
+        def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+            started.append(argv)
+
+        def wait(self, timeout: float | None = None) -> int:
+            return 0
+
+    monkeypatch.setattr(cli.subprocess, "Popen", FakePopen)
+    assert main(["load", "--out-dir", str(tmp_path / "run"), *flags]) == 0
+    return started[0], capsys.readouterr().err
+
+
+def test_rate_stack_and_duration_are_the_load_flags(emulator, tmp_path, monkeypatch, capsys):
+    argv, err = _locust_argv(
+        emulator, tmp_path, monkeypatch, capsys, "--stack", "local", "--rate", "100", "--duration", "90s"
+    )
+    assert argv[argv.index("--target-rate") + 1] == "100"
+    assert argv[argv.index("--run-time") + 1] == "90s"
+    assert err == ""
+
+
+def test_old_load_flags_still_work_with_a_one_line_note_each(emulator, tmp_path, monkeypatch, capsys):
+    argv, err = _locust_argv(
+        emulator,
+        tmp_path,
+        monkeypatch,
+        capsys,
+        "--target",
+        "local",
+        "--target-rate",
+        "100",
+        "--run-time",
+        "90s",
+    )
+    assert argv[argv.index("--target-rate") + 1] == "100"
+    assert argv[argv.index("--run-time") + 1] == "90s"
+    assert err.splitlines() == [
+        "lakestack load: note: --target is deprecated and goes in the next release; use --stack",
+        "lakestack load: note: --target-rate is deprecated and goes in the next release; use --rate",
+        "lakestack load: note: --run-time is deprecated and goes in the next release; use --duration",
+    ]
+
+
+def test_old_load_flags_are_checked_like_the_new_ones(capsys):
+    from lakestack.cli import main
+
+    with pytest.raises(SystemExit) as caught:
+        main(["load", "--target-rate", "0"])
+    assert caught.value.code == 2
+    assert capsys.readouterr().err == (
+        "lakestack load: error: argument --target-rate: expected a number above 0, found 0 "
+        "(see `lakestack load --help`)\n"
+    )
+
+
+def test_load_help_shows_the_new_flags_only(capsys):
+    from lakestack.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["load", "--help"])
+    text = capsys.readouterr().out
+    assert "--stack NAME" in text
+    assert "--rate N" in text
+    assert "--duration TIME" in text
+    for old in ("--target ", "--target-rate", "--run-time"):
+        assert old not in text

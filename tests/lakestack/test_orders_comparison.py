@@ -9,6 +9,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pyarrow as pa
+import pytest
 
 from jobs.pipelines._orders_tables import Compactor, CowWriter, MorWriter
 from jobs.pipelines.orders import BatchReport, OrdersTables
@@ -141,7 +142,8 @@ def test_compare_both_layouts_on_real_tables(tmp_path):
     assert travel["change_feed_rows"] > 0
     assert figures["invariant_holds"] is True
     ElementTree.fromstring(svg)  # well-formed
-    assert svg.count("<polyline") == 4  # latency and files, for each layout
+    # Latency and files, for each layout: both legends name both.
+    assert svg.count(">cow</text>") == 2 and svg.count(">mor</text>") == 2
 
 
 def test_a_truth_that_counts_unacknowledged_events_is_not_ok(tmp_path):
@@ -179,3 +181,23 @@ def test_plot_without_data_says_so():
     svg = plot_svg({}, {}, datetime.now(UTC).timestamp())
     assert "no data" in svg
     ElementTree.fromstring(svg)
+
+
+def test_plot_has_ticked_axes_and_draws_cow_and_mor_each_in_its_own_style():
+    pytest.importorskip("matplotlib")
+    start = 1_000.0
+    latency = {
+        "cow": [(start + 35, 14.0), (start + 50, 24.0)],
+        "mor": [(start + 35, 13.8), (start + 50, 23.7)],
+    }
+    files = {"cow": [(start + 5, 0), (start + 40, 1)], "mor": [(start + 5, 0), (start + 40, 1)]}
+
+    svg = plot_svg(latency, files, start)
+
+    root = ElementTree.fromstring(svg)
+    texts = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
+    # Every panel has a ticked time axis, not only its two ends.
+    assert texts.count("seconds into the run") == 2
+    assert {"0", "10", "20", "30", "40", "50"} <= set(texts)
+    assert texts.count("cow") == 2 and texts.count("mor") == 2
+    assert "stroke-dasharray" in svg  # mor's line style differs from cow's where their file steps coincide

@@ -71,11 +71,13 @@ def test_the_one_line_json_leaves_the_timeline_out():
     assert (data["events_landed"], data["ok"]) == (2, True)
 
 
-def test_write_renders_five_plots_and_embeds_them_in_the_html(tmp_path):
+def test_write_renders_four_plots_on_a_run_that_cost_nothing_and_embeds_them_in_the_html(tmp_path):
     json_path, md_path = _report(_timeline()).write(tmp_path)
-    names = ["latency", "sent_landed", "backlog", "batches", "cost"]
+    names = ["latency", "backlog", "sent_landed", "batches"]
     for name in names:
         assert _png_size((tmp_path / "plots" / f"{name}.png").read_bytes()) == (880, 462)
+    # A local run costs nothing: no flat zero cost plot.
+    assert not (tmp_path / "plots" / "cost.png").exists()
     document = json.loads(json_path.read_text())
     assert document["plots"] == [f"plots/{name}.png" for name in names]
     assert document["timeline"]["sent"] == [10] * 10 + [0, 0]
@@ -83,8 +85,19 @@ def test_write_renders_five_plots_and_embeds_them_in_the_html(tmp_path):
     markdown = md_path.read_text()
     assert "![End-to-end latency percentiles, by commit time](plots/latency.png)" in markdown
     page = (tmp_path / "report.html").read_text()
-    assert page.count('<img src="data:image/png;base64,') == 5
+    assert page.count('<img src="data:image/png;base64,') == 4
     assert "<figcaption>Micro-batch durations (trigger start to Delta commit)</figcaption>" in page
+
+
+def test_a_run_that_cost_something_gets_its_cost_plot(tmp_path):
+    sent = [T0 + i * 0.1 for i in range(100)]
+    timeline = build_timeline(
+        sent=sent, landed=[(t, t + 1.5) for t in sent], cost=CostModel(hourly_usd=0.84, note="list prices")
+    )
+    json_path, _ = _report(timeline).write(tmp_path)
+    assert json.loads(json_path.read_text())["plots"][-1] == "plots/cost.png"
+    # 12 one-second intervals at 0.84 USD/h.
+    assert '<div class="value">0.0028 USD</div>' in (tmp_path / "report.html").read_text()
 
 
 def test_stream_metrics_add_a_sixth_plot(tmp_path):
@@ -100,6 +113,10 @@ def test_without_matplotlib_the_report_says_how_to_get_plots(tmp_path, monkeypat
     assert "Not drawn: matplotlib is missing (`pip install 'lakestack[report]'`)." in md_path.read_text()
     assert json.loads(json_path.read_text())["plots"] == []
     assert not (tmp_path / "plots").exists()
+    assert (
+        "<p>Plots not drawn: matplotlib is missing (<code>pip install 'lakestack[report]'</code>).</p>"
+        in (tmp_path / "report.html").read_text()
+    )
 
 
 def test_a_run_without_a_timeline_has_no_plot_section(tmp_path):

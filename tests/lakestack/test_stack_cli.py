@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+import argparse
+import io
 import json
+import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -228,4 +232,148 @@ def test_up_validates_an_azure_stack_file_with_the_azure_parser(tmp_path: Path, 
     assert (
         "lakestack:cluster.nodeSize = 'Huge'; expected one of Small, Medium, Large, XLarge, XXLarge"
         in str(caught.value)
+    )
+
+
+class _Terminal(io.StringIO):
+    """A stdin the user types ``answer`` into."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+class _Recorder:
+    """Stands in for the Automation API's up/down: records the calls, needs no Pulumi CLI."""
+
+    def __init__(self, monkeypatch):
+        self.calls: list[tuple[str, str]] = []
+        monkeypatch.setattr(automation.shutil, "which", lambda name: "/usr/bin/pulumi")
+        monkeypatch.setattr(
+            automation, "up", lambda stack, **kw: self.calls.append(("up", stack)) or {"ok": 1}
+        )
+        monkeypatch.setattr(automation, "down", lambda stack, **kw: self.calls.append(("down", stack)))
+
+
+class _Clock(datetime):
+    @classmethod
+    def now(cls, tz=None):
+        return datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def test_up_prints_the_plan_and_cost_to_expiry_then_asks(tmp_path: Path, capsys, monkeypatch):
+    dev = (Path(__file__).parents[2] / "Pulumi.dev.yaml").read_text()
+    (tmp_path / "Pulumi.dev.yaml").write_text(dev + "  lakestack:expiresAt: '2026-01-02T12:00:00Z'\n")
+    original = stack_cli.plan_summary
+    monkeypatch.setattr(stack_cli, "plan_summary", lambda stack: original(stack, project_dir=tmp_path))
+    monkeypatch.setattr(stack_cli, "datetime", _Clock)
+    pulumi = _Recorder(monkeypatch)
+    monkeypatch.setattr(sys, "stdin", _Terminal("y\n"))
+    assert run_cli(["up", "--stack", "dev"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(
+        "stack dev (aws, us-east-1)\n  cluster : 2 x m5.xlarge core nodes (up to 4) + 1 primary"
+    )
+    assert "  cost    : ~0.84 USD/hour (1.34 at max workers)\n" in out
+    # 24 h to the expiry tag at 0.8437 USD/hour.
+    assert (
+        "\n  cost    : ~0.84 USD/hour; ~20.25 USD if left up until it expires (24 h, 2026-01-02T12:00:00Z); "
+        "`lakestack down` stops it sooner\nCreate or update stack 'dev' as above? [y/N] {\n"
+    ) in out
+    assert pulumi.calls == [("up", "dev")]
+
+
+def test_up_not_confirmed_changes_nothing(capsys, monkeypatch):
+    pulumi = _Recorder(monkeypatch)
+    assert stack_cli._up(argparse.Namespace(stack="dev", yes=False), stream=_Terminal("n\n")) == 1
+    assert capsys.readouterr().out.endswith(
+        "Create or update stack 'dev' as above? [y/N] lakestack up --stack dev: not confirmed; nothing was changed\n"
+    )
+    assert pulumi.calls == []
+
+
+def test_up_without_a_terminal_and_without_yes_refuses_in_one_line(capsys, monkeypatch):
+    pulumi = _Recorder(monkeypatch)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("y\n"))  # piped: not a terminal, even if it says yes
+    assert run_cli(["up", "--stack", "dev"]) == 2
+    assert capsys.readouterr().err == (
+        "lakestack up: error: lakestack up --stack dev changes cloud resources and asks first, but stdin is not "
+        "a terminal; pass --yes to go ahead without asking.\n"
+    )
+    assert pulumi.calls == []
+
+
+def test_up_with_yes_does_not_ask(capsys, monkeypatch):
+    pulumi = _Recorder(monkeypatch)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    assert run_cli(["up", "--stack", "dev", "--yes"]) == 0
+    assert "[y/N]" not in capsys.readouterr().out
+    assert pulumi.calls == [("up", "dev")]
+
+
+@pytest.mark.parametrize(("answer", "calls", "status"), [("yes\n", [("down", "dev")], 0), ("\n", [], 1)])
+def test_down_asks_first(answer, calls, status, capsys, monkeypatch):
+    pulumi = _Recorder(monkeypatch)
+    assert stack_cli._down(argparse.Namespace(stack="dev", yes=False), stream=_Terminal(answer)) == status
+    assert capsys.readouterr().out.startswith(
+        "Destroy every resource of stack 'dev' (aws, us-east-1), its tables and checkpoints with them? [y/N] "
+    )
+    assert pulumi.calls == calls
+
+
+def test_down_without_a_terminal_and_without_yes_refuses(capsys, monkeypatch):
+    pulumi = _Recorder(monkeypatch)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    assert run_cli(["down", "--stack", "dev"]) == 2
+    assert capsys.readouterr().err == (
+        "lakestack down: error: lakestack down --stack dev changes cloud resources and asks first, but stdin is "
+        "not a terminal; pass --yes to go ahead without asking.\n"
+    )
+    assert run_cli(["down", "--stack", "dev", "--yes"]) == 0
+    assert pulumi.calls == [("down", "dev")]
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch) -> Path:
+    """A project folder of stack files the commands read instead of the repository's."""
+    import infra.config
+
+    monkeypatch.setattr(infra.config, "PROJECT_DIR", tmp_path)
+    return tmp_path
+
+
+def test_plan_of_a_stack_file_with_a_yaml_error_is_one_line_with_its_position(project: Path, capsys):
+    (project / "Pulumi.bad.yaml").write_text(
+        "config:\n  lakestack:cloud: aws\n  lakestack:stream: {mode: on-demand\n"
+    )
+    assert run_cli(["plan", "--stack", "bad"]) == 2
+    assert capsys.readouterr().err == (
+        f"lakestack plan: error: {project / 'Pulumi.bad.yaml'}:4:1: expected ',' or '}}', but got '<stream end>' "
+        "(while parsing a flow mapping at 3:21); fix the YAML there\n"
+    )
+
+
+def test_up_of_a_stack_in_an_unknown_region_is_refused_before_anything_else(
+    project: Path, capsys, monkeypatch
+):
+    pulumi = _Recorder(monkeypatch)
+    dev = (Path(__file__).parents[2] / "Pulumi.dev.yaml").read_text()
+    (project / "Pulumi.dev.yaml").write_text(dev.replace("aws:region: us-east-1", "aws:region: us-east-9"))
+    assert run_cli(["up", "--stack", "dev", "--yes"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "lakestack up: error: invalid stack configuration in Pulumi.dev.yaml: aws:region = 'us-east-9'; expected "
+        "an AWS region; did you mean us-east-"
+    )
+    assert err.count("\n") == 1
+    assert pulumi.calls == []
+
+
+def test_plan_with_parallelism_out_of_range_names_parallelism(project: Path, capsys):
+    dev = (Path(__file__).parents[2] / "Pulumi.dev.yaml").read_text()
+    (project / "Pulumi.dev.yaml").write_text(dev.replace("parallelism: 8\n", "parallelism: 8000\n"))
+    assert run_cli(["plan", "--stack", "dev"]) == 2
+    assert capsys.readouterr().err == (
+        "lakestack plan: error: invalid stack configuration in Pulumi.dev.yaml: lakestack:parallelism = 8000; "
+        "expected an integer from 1 to 16 (lakestack:cluster.maxWorkers 4 x lakestack:parallelismPerWorker 4); "
+        "lower it, or raise lakestack:cluster.maxWorkers to at least 2000\n"
     )

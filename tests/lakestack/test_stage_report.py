@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import struct
-import zlib
 from pathlib import Path
+
+import pytest
 
 from jobs.stages import STAGES
 from lakestack.report import RunReport
-from lakestack.stage_plot import COLORS, HEIGHT, WIDTH, bars, render
+from lakestack.stage_plot import COLORS, bar_label, bars, unmeasured, write_stage_plot
 
 RECORD = {
     "batch_id": 3,
@@ -46,23 +46,12 @@ def _report(stages):
     )
 
 
-def _pixels(png: bytes) -> tuple[int, int, bytes]:
-    """Width, height and the filtered scanlines of a PNG this module wrote (filter 0 on every row)."""
-    assert png[:8] == b"\x89PNG\r\n\x1a\n"
-    width, height = struct.unpack(">II", png[16:24])
-    at, idat = 8, b""
-    while at < len(png):
-        (length,) = struct.unpack(">I", png[at : at + 4])
-        kind, data = png[at + 4 : at + 8], png[at + 8 : at + 8 + length]
-        if kind == b"IDAT":
-            idat += data
-        at += 12 + length
-    return width, height, zlib.decompress(idat)
+def _colours(path: Path) -> set[str]:
+    """Every colour in a PNG, as ``#rrggbb``."""
+    from matplotlib.image import imread
 
-
-def _pixel(raw: bytes, width: int, x: int, y: int) -> tuple[int, int, int]:
-    start = y * (width * 3 + 1) + 1 + x * 3
-    return tuple(raw[start : start + 3])  # type: ignore[return-value]
+    pixels = (imread(path)[:, :, :3] * 255).round().astype(int).reshape(-1, 3)
+    return {f"#{r:02x}{g:02x}{b:02x}" for r, g, b in {tuple(p) for p in pixels.tolist()}}
 
 
 def test_the_text_report_prints_p50_p95_and_mean_per_stage():
@@ -80,8 +69,20 @@ def test_report_json_carries_the_stages_and_the_plot_is_written_beside_it(tmp_pa
 
     assert json.loads(json_path.read_text())["stages"] == stages
     assert "![stage time per micro-batch](stages.png)" in md_path.read_text()
-    width, height, _ = _pixels((tmp_path / "stages.png").read_bytes())
-    assert (width, height) == (WIDTH, HEIGHT)
+    assert (tmp_path / "stages.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_one_line_json_keeps_the_stage_summary_and_leaves_the_batches_to_report_json(tmp_path: Path):
+    report = _report(
+        {"summary": SUMMARY, "batches": [RECORD, {**RECORD, "batch_id": 4}], "plot": "stages.png"}
+    )
+
+    line = report.to_json()
+
+    assert "\n" not in line
+    assert json.loads(line)["stages"] == {"summary": SUMMARY, "plot": "stages.png"}
+    json_path, _ = report.write(tmp_path)
+    assert [b["batch_id"] for b in json.loads(json_path.read_text())["stages"]["batches"]] == [3, 4]
 
 
 def test_a_report_without_stages_has_no_stage_section(tmp_path: Path):
@@ -92,16 +93,17 @@ def test_a_report_without_stages_has_no_stage_section(tmp_path: Path):
     assert not (tmp_path / "stages.png").exists()
 
 
-def test_one_batch_is_one_bar_stacked_in_stage_order_bottom_up():
-    width, _, raw = _pixels(render([RECORD], title="t"))
-    # The plot area starts at x=70; the one bar fills 80% of it. Stages total 2.0 s over a 0..2 axis, the
-    # plot area is 310 px tall from y=34: 0.5 s of wait is the bottom 77.5 px, 0.25 s of checkpoint the top.
-    x = 70 + 400
-    assert _pixel(raw, width, x, 34 + 310 - 10) == COLORS["wait_in_stream"]
-    assert _pixel(raw, width, x, 34 + 310 - 100) == COLORS["planning_and_reading"]
-    assert _pixel(raw, width, x, 34 + 5) == COLORS["checkpoint"]
-    # Right of the bar: background.
-    assert _pixel(raw, width, 70 + 870, 34 + 310 - 10) == (255, 255, 255)
+def test_every_measured_stage_is_drawn_in_its_colour_and_an_unmeasured_one_not_at_all(tmp_path: Path):
+    pytest.importorskip("matplotlib")
+    records = [{**RECORD, "wait_in_stream": None}, {**RECORD, "batch_id": 4, "wait_in_stream": None}]
+
+    write_stage_plot(tmp_path / "stages.png", records)
+
+    colours = _colours(tmp_path / "stages.png")
+    assert {COLORS[s] for s in STAGES if s != "wait_in_stream"} <= colours
+    assert COLORS["wait_in_stream"] not in colours
+    assert unmeasured(records) == ["wait_in_stream"]
+    assert unmeasured([RECORD]) == []
 
 
 def test_many_batches_are_averaged_into_at_most_max_bars_and_idle_batches_left_out():
@@ -111,3 +113,25 @@ def test_many_batches_are_averaged_into_at_most_max_bars_and_idle_batches_left_o
 
     assert [b["delta_commit"] for b in grouped] == [1.0, 4.0, 7.0, 9.0]
     assert grouped[0]["wait_in_stream"] == 0.5
+    assert [(b["first_batch"], b["last_batch"]) for b in grouped] == [(3, 3)] * 4
+    assert grouped[0]["rows"] == 500
+
+
+def test_a_bar_is_labelled_with_its_batch_id_and_rows():
+    one = bars([{**RECORD, "rows": 17837}])[0]
+    runs = bars([{**RECORD, "batch_id": n, "rows": 100 * n} for n in range(1, 5)], max_bars=2)
+
+    assert bar_label(one) == "batch 3\n17,837 rows"
+    assert [bar_label(b) for b in runs] == ["batches 1-2\n~150 rows each", "batches 3-4\n~350 rows each"]
+
+
+def test_the_markdown_explains_the_latency_gap_and_names_an_unmeasured_wait():
+    measured = _report({"summary": SUMMARY, "batches": [RECORD], "plot": "stages.png"}).to_markdown()
+    without_wait = {k: v for k, v in SUMMARY.items() if k != "wait_in_stream"}
+    unmeasured_wait = _report(
+        {"summary": without_wait, "batches": [RECORD], "plot": "stages.png"}
+    ).to_markdown()
+
+    assert "End-to-end latency runs from each event's event_time" in measured
+    assert "Wait in the stream is not measured in this run" not in measured
+    assert "Wait in the stream is not measured in this run" in unmeasured_wait

@@ -1,14 +1,14 @@
 """The sales, fraud and orders pipelines as they run on Synapse (Spark 3.5): bronze through Spark's own Delta
 source.
 
-These tests run twice in `make test`: in the main environment (pyspark 4.0) and in .venv-spark35 (pyspark 3.5,
-Synapse's Spark), so a 4.0-only API in these pipelines fails CI. Spark's Delta source cannot be loaded here (no
-Maven, no Delta jar), so `format("delta").load(uri)` is answered by a stand-in that streams the bronze table's
-own Parquet files (written by delta-rs, as the ingest job writes them) with Delta's schema, one commit per
-micro-batch. Everything from there on is the code Synapse runs: the extra columns Spark's reader gets
+These tests run twice in `make test`: in the main environment (pyspark 4.0 with delta-spark 4.0) and in
+.venv-spark35 (pyspark 3.5 with delta-spark 3.2.1, Synapse's Spark and Delta), so a 4.0-only API in these
+pipelines fails CI. Bronze is written by delta-rs (as the ingest job writes it) and streamed by Spark's own Delta
+source from the pinned jars, which reads only the files the Delta log commits (a file source over the folder
+would also list delta-rs's staging files, `part-...parquet#N`, renamed a moment later, and fail a batch now and
+then). Everything from there on is the code Synapse runs: the extra columns Spark's reader gets
 (`jobs.sources._delta_spark`), the pipelines' transforms, the fraud state function under
 `applyInPandasWithState` with the RocksDB state store, the foreachBatch writers and the delta-rs sinks.
-What is not run here is Delta's reader itself.
 """
 
 from __future__ import annotations
@@ -30,11 +30,6 @@ from jobs.sources import DeltaStreamOptions, read_delta_stream
 from jobs.sources._delta_spark import read_spark_delta_stream, spark_has_delta_source, with_commit_columns
 
 SPARK_35 = os.environ.get("LAKESTACK_EXPECT_SPARK") == "3.5"
-# What Spark's Delta source gives for the bronze table (its Delta schema), and what the stand-in reads with.
-BRONZE_DDL = (
-    "data BINARY, partition_key STRING, shard_id STRING, sequence_number STRING, arrival_time TIMESTAMP, "
-    "ingest_time TIMESTAMP, batch_id BIGINT"
-)
 STREAM_COLUMNS = [
     ("data", "binary"),
     ("partition_key", "string"),
@@ -49,35 +44,30 @@ STREAM_COLUMNS = [
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 
-class JarlessDelta:
-    """Stands in for a session where Delta's jar is loaded: ``readStream.format("delta")...load(uri)`` streams the
-    table's data files with the table's schema, ``maxFilesPerTrigger`` files per micro-batch (one commit each
-    here). Records what it was asked, so the options Spark's Delta source would get are checked too."""
+class RecordingDelta:
+    """The session as ``read_spark_delta_stream`` sees it, recording what Spark's Delta source is asked
+    (``format("delta").options(...).load(uri)``) and handing the call on to the session's real reader."""
 
     def __init__(self, spark: Any) -> None:
         self.spark = spark
+        self.conf = spark.conf
         self.asked: dict[str, Any] = {}
 
     @property
-    def readStream(self) -> JarlessDelta:
+    def readStream(self) -> RecordingDelta:
         return self
 
-    def format(self, name: str) -> JarlessDelta:
+    def format(self, name: str) -> RecordingDelta:
         self.asked["format"] = name
         return self
 
-    def options(self, **options: str) -> JarlessDelta:
+    def options(self, **options: str) -> RecordingDelta:
         self.asked["options"] = dict(options)
         return self
 
     def load(self, uri: str) -> Any:
         self.asked["load"] = uri
-        # Delta's reader never lists _delta_log as data; Spark's file source skips `_`-prefixed folders too.
-        return (
-            self.spark.readStream.schema(BRONZE_DDL)
-            .option("maxFilesPerTrigger", self.asked["options"]["maxFilesPerTrigger"])
-            .parquet(uri)
-        )
+        return self.spark.readStream.format(self.asked["format"]).options(**self.asked["options"]).load(uri)
 
 
 class Bronze:
@@ -110,10 +100,10 @@ class Bronze:
         self.commits += 1
 
 
-def _stand_in(spark: Any, bronze: Bronze) -> Any:
-    stand_in = JarlessDelta(spark)
-    frame = read_spark_delta_stream(stand_in, bronze.uri, DeltaStreamOptions(max_files_per_trigger=1))
-    assert stand_in.asked == {"format": "delta", "options": {"maxFilesPerTrigger": "1"}, "load": bronze.uri}
+def _spark_delta(spark: Any, bronze: Bronze) -> Any:
+    recording = RecordingDelta(spark)
+    frame = read_spark_delta_stream(recording, bronze.uri, DeltaStreamOptions(max_files_per_trigger=1))
+    assert recording.asked == {"format": "delta", "options": {"maxFilesPerTrigger": "1"}, "load": bronze.uri}
     return frame
 
 
@@ -128,7 +118,7 @@ def _time(seconds: float) -> str:
 def test_spark_delta_rows_have_the_python_sources_columns(spark, tmp_path):
     bronze = Bronze(str(tmp_path / "bronze"))
     bronze.commit([b"{}"])
-    frame = _stand_in(spark, bronze)
+    frame = _spark_delta(spark, bronze)
 
     assert [(f.name, f.dataType.simpleString()) for f in frame.schema.fields] == STREAM_COLUMNS
     assert [c for c, _ in STREAM_COLUMNS[:7]] == list(BRONZE_COLUMNS)
@@ -181,12 +171,14 @@ def test_sales_on_spark_delta_rows_lands_every_row_once(spark, tmp_path):
     bronze.commit([_sale(3, "Gadget", 65, "7.00"), s2])
 
     assert (
-        run_until_done(sales.start(spark, settings, bronze=_stand_in(spark, bronze)), job, name="sales") == 0
+        run_until_done(sales.start(spark, settings, bronze=_spark_delta(spark, bronze)), job, name="sales")
+        == 0
     )
     # A restart resumes after the files it has read: only the new commit is processed.
     bronze.commit([_sale(4, "Widget", 45, "1.00")])
     assert (
-        run_until_done(sales.start(spark, settings, bronze=_stand_in(spark, bronze)), job, name="sales") == 0
+        run_until_done(sales.start(spark, settings, bronze=_spark_delta(spark, bronze)), job, name="sales")
+        == 0
     )
 
     assert sorted((r["sales_id"], r["product_name"], r["sales_amount"]) for r in _read(settings.silver)) == [
@@ -237,7 +229,7 @@ def _txn(tid: str, account: str, amount: float, at_s: float) -> bytes:
 
 
 def _fraud_run(spark, settings, bronze, commits):
-    query = fraud.start(spark, settings, bronze=_stand_in(spark, bronze))
+    query = fraud.start(spark, settings, bronze=_spark_delta(spark, bronze))
     try:
         for payloads in commits:
             bronze.commit(payloads)
@@ -343,7 +335,7 @@ def test_orders_cow_and_mor_on_spark_delta_rows_end_in_the_same_orders(spark, tm
     )
     # Both layouts fed from the same micro-batches in one query (as `lakestack demo` compares them).
     job = orders.OrdersJob(settings, layouts=("cow", "mor"))
-    query = job.start(spark, bronze=_stand_in(spark, bronze))
+    query = job.start(spark, bronze=_spark_delta(spark, bronze))
     commits = [
         [_order(1, "insert", "A", 0, 10.0, "placed"), _order(2, "insert", "B", 1, 20.0, "placed"), b"[1, 2]"],
         # A's update, then an older change of A (precombine: the latest order_ts wins), B deleted.

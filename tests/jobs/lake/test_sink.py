@@ -129,6 +129,26 @@ def test_empty_batch_still_commits_its_transaction(spark, new_engine, tmp_path):
     assert engine.table(table).read().num_rows == 1
 
 
+def test_skip_empty_commits_nothing_for_a_batch_without_rows(spark, new_engine, tmp_path):
+    table = str(tmp_path / "table")
+    measured: list[tuple[int, int, bool]] = []
+    writer = foreach_batch_writer(
+        new_engine().table(table),
+        app_id="q-skip",
+        skip_empty=True,
+        timings=lambda batch_id, m: measured.append((batch_id, m["rows"], m["committed"])),
+    )
+    writer(spark.createDataFrame([(1, "a", 1.0)], SCHEMA), 0)
+    writer(spark.createDataFrame([], SCHEMA), 1)
+    writer(spark.createDataFrame([], SCHEMA), 2)
+    writer(spark.createDataFrame([(2, "b", 2.0), (3, "c", 3.0)], SCHEMA), 3)
+    engine = DeltaRsEngine()
+    assert engine.table(table).version() == 1
+    assert engine.table(table).transaction_version("q-skip") == 3
+    assert engine.table(table).read().num_rows == 3
+    assert measured == [(0, 1, True), (1, 0, False), (2, 0, False), (3, 2, True)]
+
+
 def test_prepare_runs_before_the_write(spark, new_engine, tmp_path):
     table = str(tmp_path / "table")
     writer = foreach_batch_writer(

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import os
+import errno
+from pathlib import Path
 
 import pytest
 
@@ -33,16 +34,27 @@ def test_a_checkpoint_that_is_a_file(tmp_path):
     )
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes through any permission")
-def test_a_checkpoint_folder_this_user_may_not_write(tmp_path):
+def test_a_checkpoint_folder_this_user_may_not_write(tmp_path, monkeypatch):
+    # The error the OS gives a user without write permission on the parent, made here so the test also runs as
+    # root (CI), which writes through any permission bit.
     parent = tmp_path / "ro"
     parent.mkdir()
-    parent.chmod(0o500)
-    try:
-        with pytest.raises(AccessError, match=r"^--checkpoint: could not read or write .*Permission denied"):
-            _claim(parent / "c")
-    finally:
-        parent.chmod(0o700)
+    mkdir = Path.mkdir
+
+    def refused(self: Path, *args: object, **kwargs: object) -> None:
+        if self.is_relative_to(parent) and self != parent:
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        mkdir(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "mkdir", refused)
+    with pytest.raises(AccessError) as caught:
+        _claim(parent / "c")
+    assert str(caught.value) == (
+        f"--checkpoint: could not read or write {parent / 'c'}: [Errno 13] Permission denied: "
+        f"'{parent / 'c'}'. Point --checkpoint at a folder this user may write, or at an s3:// bucket that "
+        "exists (with --endpoint-url/--region and credentials that may write there)."
+    )
+    assert list(parent.iterdir()) == []
 
 
 def test_a_new_checkpoint_is_claimed(tmp_path):

@@ -55,45 +55,56 @@ def test_counts_of_idle_plans_are_added_and_the_batch_keeps_its_own_records():
     }
 
 
-def test_a_throttle_in_a_poll_that_found_nothing_is_in_the_next_batchs_metrics(
-    moto_endpoint, unique_name, tmp_path
-):
+def test_a_throttle_on_the_executors_read_is_in_its_batchs_metrics(moto_endpoint, unique_name, tmp_path):
+    """The planner and a task's read run in this process, as Spark runs them (planner, then executor)."""
+    import dataclasses
+    import pickle
+
+    from jobs.sources.kinesis import read_source_metrics
+
     kinesis = boto3.client("kinesis", endpoint_url=moto_endpoint, region_name="us-east-1")
     kinesis.create_stream(StreamName=unique_name, ShardCount=1)
     checkpoint = str(tmp_path / "checkpoint")
-    reader = KinesisStreamReader(
-        KinesisSourceSettings(
-            stream_name=unique_name,
-            region="us-east-1",
-            checkpoint_location=checkpoint,
-            start="trim-horizon",
-            endpoint_url=moto_endpoint,
-            client_factory=f"{FLAKY}:build_throttled_once",
-        )
+    settings = KinesisSourceSettings(
+        stream_name=unique_name,
+        region="us-east-1",
+        checkpoint_location=checkpoint,
+        start="trim-horizon",
+        endpoint_url=moto_endpoint,
+        client_factory=f"{FLAKY}:build_throttled_once",
+        idle_poll_ms=3_600_000,
     )
-    try:
-        idle = reader.latestOffset()
-        assert idle["shards"]["shardId-000000000000"].get("sequence") is None  # nothing to read yet
-        (written,) = read_metrics(checkpoint, lambda: None, batch_id=0)
-        assert {k: written[k] for k in ("records", "throttled", "retries", "idle_plans")} == {
-            "records": 0,
-            "throttled": 1,
-            "retries": 1,
-            "idle_plans": 1,
-        }
-        kinesis.put_records(
-            StreamName=unique_name, Records=[{"Data": f"{n}".encode(), "PartitionKey": "k"} for n in range(3)]
-        )
-        reader.latestOffset()
-    finally:
-        reader.stop()
-    (batch,) = read_metrics(checkpoint, lambda: None, batch_id=0)
-    assert {k: batch[k] for k in ("batch_id", "records", "throttled", "retries", "idle_plans")} == {
+    planner = KinesisStreamReader(settings)
+    initial = planner.initialOffset()
+    first = planner.latestOffset()
+    assert first["batch"] == 0 and list(first["read"]) == ["shardId-000000000000"]
+    executor = pickle.loads(pickle.dumps(planner))
+    (task,) = planner.partitions(initial, first)
+    assert list(executor.read(task)) == []  # the stream is empty; the one GetRecords was throttled first
+    (batch,) = read_source_metrics(checkpoint, batch_id=0)
+    assert {k: batch[k] for k in ("batch_id", "records", "throttled", "retries")} == {
         "batch_id": 0,
-        "records": 3,
+        "records": 0,
         "throttled": 1,
         "retries": 1,
-        "idle_plans": 1,
+    }
+    kinesis.put_records(
+        StreamName=unique_name, Records=[{"Data": f"{n}".encode(), "PartitionKey": "k"} for n in range(3)]
+    )
+    # Batch 0 read up to the tip: the next plan waits for the idle poll instead of planning an empty batch.
+    assert planner.latestOffset() == first
+    planner._settings = dataclasses.replace(settings, idle_poll_ms=0)
+    second = planner.latestOffset()
+    assert second["batch"] == 1
+    (task,) = planner.partitions(first, second)
+    rows = [row for part in executor.read(task) for row in part.to_pylist()]
+    assert [row["data"] for row in rows] == [b"0", b"1", b"2"]
+    (batch,) = read_source_metrics(checkpoint, batch_id=1)
+    assert {k: batch[k] for k in ("batch_id", "records", "throttled", "retries")} == {
+        "batch_id": 1,
+        "records": 3,
+        "throttled": 0,
+        "retries": 0,
     }
 
 

@@ -269,16 +269,3 @@ def test_metrics_on_s3_keep_the_newest_batches_and_say_when_one_is_gone(moto_end
     with pytest.raises(BatchNotKeptError, match=r"batch 3's file .* is no longer kept: .* \(8\.\.11 now\)"):
         read_metrics(checkpoint, lambda: s3, batch_id=3)
     assert [m["records"] for m in read_metrics(checkpoint, lambda: s3)] == [80, 90, 100, 110]
-
-
-def test_prefetched_ranges_share_tasks_and_reread_ranges_get_their_own():
-    from jobs.sources.kinesis import ShardRange, pack_ranges
-
-    ranges = [
-        ShardRange("s0", ShardPosition(), "5", b"x" * 6),
-        ShardRange("s1", ShardPosition(sequence="1"), "9", None),
-        ShardRange("s2", ShardPosition(), "3", b"x" * 4),
-        ShardRange("s3", ShardPosition(), "4", b"x" * 4),
-    ]
-    packed = pack_ranges(ranges, task_bytes=10)
-    assert [[r.shard_id for r in p.ranges] for p in packed] == [["s1"], ["s0", "s2"], ["s3"]]

@@ -1,0 +1,300 @@
+"""The ranges a Kinesis micro-batch's executors read, recorded in the checkpoint: the source's exactly-once core.
+
+The planner never calls GetRecords. It plans batch ``N`` as the position every shard stands at and the
+shards to read (:class:`PlannedBatch`, what Spark logs as the batch's end offset). The task of each shard
+reads on the executor from that position, bounded by the batch's limits, and records the range it read in
+``<checkpoint>/sources/kinesis/ranges/batch-<N>-<shard>.json`` (:class:`RangeRecord`) before it hands a
+single row to Spark. A replay of batch ``N`` (a retried task, a restart after a kill, a lost commit) finds
+the record and reads exactly that range again; batch ``N+1`` starts where the records of batch ``N`` end
+(:func:`advance`). The record is created put-if-absent: two attempts of one task agree on the first one's.
+
+Everything here but :func:`read_task` is plain data, so the position arithmetic is unit-tested without Spark.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from jobs._store import CheckpointStore
+from jobs.sources._offsets import ShardPosition, StreamOffset
+from jobs.sources._shards import READ_BYTES_PER_SECOND, ShardRead, ShardReader
+from jobs.sources.errors import DataLossError
+
+RANGES_DIR = "sources/kinesis/ranges"
+
+
+def range_name(batch_id: int, shard_id: str) -> str:
+    """The record's path under the checkpoint."""
+    return f"{RANGES_DIR}/batch-{batch_id:010d}-{shard_id}.json"
+
+
+def range_batch(name: str) -> int | None:
+    """The batch id of a record's file name (as :meth:`CheckpointStore.list` gives it), None for others."""
+    stem = name.removeprefix("batch-")
+    digits = stem.split("-", 1)[0]
+    if not name.startswith("batch-") or not name.endswith(".json") or not digits.isdigit():
+        return None
+    return int(digits)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one shard's task may read in one batch: records, payload bytes, seconds of reading."""
+
+    records: int
+    bytes: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class RangeRecord:
+    """What one shard's task read in one batch: after ``after`` up to ``end`` inclusive.
+
+    ``end`` is None when nothing was read. ``more`` is True when a limit ended the read before the shard's
+    tip (the next batch has work at once); ``done`` when a closed shard was read to its end.
+    """
+
+    batch: int
+    shard: str
+    after: str | None
+    end: str | None
+    end_arrival_ms: int | None
+    done: bool
+    more: bool
+    records: int
+    bytes: int
+    arrival_sum_us: int
+    millis_behind_latest: int | None
+    throttled: int
+    retries: int
+    iterator_refreshes: int
+    lost: str | None
+    read_seconds: float
+    read_at: float
+
+    def to_text(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_text(cls, text: str) -> RangeRecord:
+        raw = json.loads(text)
+        return cls(**{name: raw.get(name) for name in cls.__dataclass_fields__})
+
+
+def advance(start: ShardPosition, record: RangeRecord) -> ShardPosition:
+    """Where a shard stands after the recorded range: after its last record, done once a closed shard ended.
+
+    Nothing read leaves the position as it was (a batch that found nothing moves nothing).
+    """
+    position = start.after(record.end, record.end_arrival_ms) if record.end is not None else start
+    return replace(position, done=True) if record.done else position
+
+
+@dataclass(frozen=True)
+class PlannedBatch:
+    """Spark's end offset of batch ``batch``: where each shard stands before it, and the shards it reads.
+
+    ``read`` maps each shard read in this batch to its ``EndingSequenceNumber`` (None while open). The JSON
+    keeps the old offset's ``stream`` and ``shards`` keys with the same meaning (positions read up to), so
+    an offset logged before ranges were recorded still says where reading resumes.
+    """
+
+    offset: StreamOffset
+    batch: int
+    read: Mapping[str, str | None]
+    retention_ms: int
+    not_before: Mapping[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.offset.to_json(),
+            "batch": self.batch,
+            "read": {shard: self.read[shard] for shard in sorted(self.read)},
+            "retention_ms": self.retention_ms,
+            "not_before": {shard: self.not_before[shard] for shard in sorted(self.not_before)},
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> PlannedBatch | None:
+        """The planned batch of a logged offset; None for an offset without one (initial or older form)."""
+        if "batch" not in raw:
+            return None
+        return cls(
+            offset=StreamOffset.from_json(raw),
+            batch=int(raw["batch"]),
+            read=dict(raw.get("read", {})),
+            # 0 is a retention too (a test's emulator): only a missing value means the default.
+            retention_ms=int(raw["retention_ms"])
+            if raw.get("retention_ms") is not None
+            else 24 * 3600 * 1000,
+            not_before={k: float(v) for k, v in raw.get("not_before", {}).items()},
+        )
+
+
+def next_positions(planned: PlannedBatch, records: Mapping[str, RangeRecord]) -> dict[str, ShardPosition]:
+    """Every shard's position after ``planned`` ran: the read shards advanced by their records."""
+    positions = dict(planned.offset.shards)
+    for shard_id in planned.read:
+        positions[shard_id] = advance(planned.offset.position(shard_id), records[shard_id])
+    return positions
+
+
+def quota_ready_at(record: RangeRecord) -> float:
+    """When (epoch seconds) the shard's next read may start and keep to 2 MB/s of reads per shard: a
+    range of ``bytes`` read faster than the quota allows holds the next batch's read back for the rest.
+    (Within one process the reader also paces every call; this carries the pace across batches, whose
+    tasks may run in other processes.)"""
+    return record.read_at + max(0.0, record.bytes / READ_BYTES_PER_SECOND - record.read_seconds)
+
+
+def has_more(records: Iterable[RangeRecord]) -> bool:
+    """True when a batch's reads say the next batch has records waiting: a limit stopped a read before the
+    tip, a shard answered it was behind, or a closed shard ended (its children may start)."""
+    return any(r.more or r.done or (r.millis_behind_latest or 0) > 0 for r in records)
+
+
+class RangeLog:
+    """The range records of a query's batches under its checkpoint, the newest ``retain`` batches kept."""
+
+    def __init__(self, store: CheckpointStore, *, retain: int | None = None) -> None:
+        self._store = store
+        self._retain = retain
+        self._kept: dict[int, set[str]] | None = None
+
+    def read(self, batch_id: int, shard_id: str) -> RangeRecord | None:
+        text = self._store.read_if_exists(range_name(batch_id, shard_id))
+        return None if text is None else RangeRecord.from_text(text)
+
+    def read_batch(self, planned: PlannedBatch) -> dict[str, RangeRecord] | None:
+        """Every read shard's record of ``planned``; None while one is missing (the batch has not run)."""
+        found: dict[str, RangeRecord] = {}
+        for shard_id in planned.read:
+            record = self.read(planned.batch, shard_id)
+            if record is None:
+                return None
+            found[shard_id] = record
+        return found
+
+    def create(self, record: RangeRecord) -> RangeRecord:
+        """Record ``record`` unless its batch and shard have one already; returns the one that holds."""
+        name = range_name(record.batch, record.shard)
+        if self._store.create(name, record.to_text()):
+            return record
+        text = self._store.read_if_exists(name)
+        if text is None:  # removed in between (only by retention of a long-gone batch): ours stands
+            self._store.write(name, record.to_text())
+            return record
+        return RangeRecord.from_text(text)
+
+    def overwrite(self, record: RangeRecord) -> None:
+        self._store.write(range_name(record.batch, record.shard), record.to_text())
+
+    def planned(self, planned: PlannedBatch) -> None:
+        """Note the records ``planned`` will write and remove those of batches older than the kept ones."""
+        if self._retain is None:
+            return
+        if self._kept is None:
+            self._kept = {}
+            for name in self._store.list(RANGES_DIR):
+                batch = range_batch(name)
+                if batch is not None:
+                    self._kept.setdefault(batch, set()).add(name)
+        self._kept.setdefault(planned.batch, set()).update(
+            range_name(planned.batch, s).rsplit("/", 1)[-1] for s in planned.read
+        )
+        oldest_kept = planned.batch - self._retain + 1
+        for batch in sorted(b for b in self._kept if b < oldest_kept):
+            for name in sorted(self._kept.pop(batch)):
+                self._store.delete(f"{RANGES_DIR}/{name}")
+
+
+def _record_of(
+    batch: int, shard_id: str, start: ShardPosition, read: ShardRead, *, more: bool, seconds: float
+) -> RangeRecord:
+    return RangeRecord(
+        batch=batch,
+        shard=shard_id,
+        after=start.sequence,
+        end=read.last_sequence if read.sequence_numbers else None,
+        end_arrival_ms=read.last_arrival_ms if read.sequence_numbers else None,
+        done=read.finished,
+        more=more,
+        records=len(read.sequence_numbers),
+        bytes=read.nbytes,
+        arrival_sum_us=read.arrival_sum_us,
+        millis_behind_latest=read.millis_behind_latest,
+        throttled=read.stats.throttled,
+        retries=read.stats.retries,
+        iterator_refreshes=read.stats.iterator_refreshes,
+        lost=read.lost,
+        read_seconds=round(seconds, 4),
+        read_at=round(time.time(), 4),
+    )
+
+
+def fetch(
+    reader: ShardReader,
+    batch: int,
+    shard_id: str,
+    start: ShardPosition,
+    *,
+    closed_end: str | None,
+    limits: Limits,
+) -> tuple[ShardRead, RangeRecord]:
+    """Read a shard's next range within ``limits`` (the first attempt of a batch's task)."""
+    begun = time.monotonic()
+    read = reader.read(
+        shard_id,
+        start,
+        closed_end=closed_end,
+        max_records=limits.records,
+        max_bytes=limits.bytes,
+        deadline=begun + limits.seconds,
+    )
+    return read, _record_of(batch, shard_id, start, read, more=read.limited, seconds=time.monotonic() - begun)
+
+
+def replay(reader: ShardReader, stream: str, start: ShardPosition, record: RangeRecord) -> ShardRead:
+    """Read exactly the recorded range again (same records, same order)."""
+    if record.end is None:
+        return ShardRead()
+    read = reader.read(record.shard, start, closed_end=None, until_sequence=record.end)
+    if read.last_sequence is None or int(read.last_sequence) < int(record.end):
+        raise DataLossError(
+            f"expected to re-read stream {stream!r} shard {record.shard} of batch {record.batch} up to "
+            f"sequence number {record.end}, but the shard ended at {read.last_sequence}: the recorded "
+            "records expired before this replay. Restart from a new checkpoint."
+        )
+    return read
+
+
+def read_task(
+    reader: ShardReader,
+    log: RangeLog,
+    stream: str,
+    *,
+    batch: int,
+    shard_id: str,
+    start: ShardPosition,
+    closed_end: str | None,
+    limits: Limits,
+) -> ShardRead:
+    """One shard's rows of batch ``batch``: the recorded range when there is one, else a fresh read that is
+    recorded (put-if-absent) before it is returned. Another attempt's record, when it got there first,
+    wins: its range is what this attempt returns."""
+    recorded = log.read(batch, shard_id)
+    if recorded is not None and recorded.after == start.sequence:
+        return replay(reader, stream, start, recorded)
+    read, mine = fetch(reader, batch, shard_id, start, closed_end=closed_end, limits=limits)
+    if recorded is not None:
+        # A record of another start is no range of this batch (a checkpoint's offsets were rewritten).
+        log.overwrite(mine)
+        return read
+    held = log.create(mine)
+    if held.end == mine.end:
+        return read
+    return replay(reader, stream, start, held)

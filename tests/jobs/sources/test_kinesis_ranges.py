@@ -1,0 +1,366 @@
+"""The executor-side range arithmetic without Spark: where a batch starts, what it reads, what a replay reads.
+
+A fake one-shard client and the real :class:`ShardReader`, :class:`RangeLog` on a local checkpoint: an
+off-by-one in the advance from one batch's recorded range to the next batch's start fails here, in
+``make test-fast``, instead of in a Spark test.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+
+from jobs._store import CheckpointStore
+from jobs.sources._offsets import ShardPosition, StartPosition, StreamOffset
+from jobs.sources._shards import ShardReader
+from jobs.sources.errors import DataLossError
+from jobs.sources.kinesis_ranges import (
+    Limits,
+    PlannedBatch,
+    RangeLog,
+    RangeRecord,
+    advance,
+    has_more,
+    next_positions,
+    range_batch,
+    range_name,
+    read_task,
+)
+
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+SHARD = "shardId-000000000000"
+BASE = 49_000_000_000_000_000_000_000_000_000_000_000_000_000_000_000
+
+
+class OneShard:
+    """One shard whose sequence numbers step by 10 (never contiguous, like AWS); payloads of 100 bytes."""
+
+    arrival = T0
+    never_behind = False  # moto answers MillisBehindLatest 0 whatever is left
+
+    def __init__(self, records: int, *, reply_limit: int = 10_000) -> None:
+        self.seqs: list[int] = []
+        self.reply_limit = reply_limit
+        self.get_records_calls = 0
+        self.append(records)
+
+    def append(self, records: int) -> None:
+        start = len(self.seqs)
+        self.seqs.extend(BASE + 10 * (start + i) for i in range(records))
+
+    def get_shard_iterator(self, **kwargs):
+        kind = kwargs["ShardIteratorType"]
+        after = int(kwargs["StartingSequenceNumber"]) if kind == "AFTER_SEQUENCE_NUMBER" else -1
+        return {"ShardIterator": f"it:{after}"}
+
+    def get_records(self, ShardIterator, Limit):
+        self.get_records_calls += 1
+        after = int(ShardIterator.split(":")[1])
+        newer = [s for s in self.seqs if s > after]
+        batch = newer[: min(Limit, self.reply_limit)]
+        last = batch[-1] if batch else after
+        return {
+            "Records": [
+                {
+                    "SequenceNumber": str(s),
+                    "Data": f"{(s - BASE) // 10:08d}".encode().ljust(100, b"."),
+                    "PartitionKey": "k",
+                    "ApproximateArrivalTimestamp": self.arrival + dt.timedelta(milliseconds=(s - BASE) // 10),
+                }
+                for s in batch
+            ],
+            "NextShardIterator": f"it:{last}",
+            "MillisBehindLatest": 0 if self.never_behind or len(newer) == len(batch) else 5000,
+        }
+
+
+def _reader(client: OneShard) -> ShardReader:
+    return ShardReader(client, "s", sleep=lambda _seconds: None, now_ms=lambda: int(T0.timestamp() * 1000))
+
+
+def _numbers(read) -> list[int]:
+    return [(int(s) - BASE) // 10 for s in read.sequence_numbers]
+
+
+def _planned(batch: int, position: ShardPosition) -> PlannedBatch:
+    return PlannedBatch(StreamOffset("s", {SHARD: position}), batch, {SHARD: None}, 24 * 3600 * 1000)
+
+
+def _drain(
+    client: OneShard, log: RangeLog, limits: Limits, batches: int
+) -> tuple[list[list[int]], ShardPosition]:
+    """Run ``batches`` batches the way the planner and the executors do; the numbers each batch read."""
+    position, seen = ShardPosition(), []
+    for batch in range(batches):
+        planned = _planned(batch, position)
+        read = read_task(
+            _reader(client),
+            log,
+            "s",
+            batch=batch,
+            shard_id=SHARD,
+            start=position,
+            closed_end=None,
+            limits=limits,
+        )
+        seen.append(_numbers(read))
+        records = log.read_batch(planned)
+        assert records is not None
+        position = next_positions(planned, records)[SHARD]
+    return seen, position
+
+
+def test_each_batch_starts_right_after_the_last_record_the_previous_one_recorded(tmp_path):
+    client = OneShard(10)
+    log = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=100)
+    seen, position = _drain(client, log, Limits(records=4, bytes=10**9, seconds=60), batches=4)
+    assert seen == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9], []]
+    assert position.sequence == str(BASE + 90)
+    assert position.last_arrival_ms == int(T0.timestamp() * 1000) + 9
+
+
+def test_a_byte_limit_stops_inside_a_reply_and_the_next_batch_takes_the_rest(tmp_path):
+    client = OneShard(10)
+    log = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=100)
+    # 100-byte payloads, 250 bytes per batch: three records pass the limit, the reply's rest waits.
+    seen, _ = _drain(client, log, Limits(records=10_000, bytes=250, seconds=60), batches=5)
+    assert seen == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9], []]
+    assert [log.read(b, SHARD).more for b in range(5)] == [True, True, True, False, False]
+
+
+def test_a_replay_reads_the_recorded_range_even_after_more_records_arrived(tmp_path):
+    client = OneShard(5)
+    log = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=100)
+    limits = Limits(records=100, bytes=10**9, seconds=60)
+    first = read_task(
+        _reader(client),
+        log,
+        "s",
+        batch=0,
+        shard_id=SHARD,
+        start=ShardPosition(),
+        closed_end=None,
+        limits=limits,
+    )
+    client.append(7)
+    again = read_task(
+        _reader(client),
+        log,
+        "s",
+        batch=0,
+        shard_id=SHARD,
+        start=ShardPosition(),
+        closed_end=None,
+        limits=limits,
+    )
+    assert _numbers(first) == _numbers(again) == [0, 1, 2, 3, 4]
+    assert [bytes(d[:8]) for d in again.data] == [b"%08d" % n for n in range(5)]
+    recorded = json.loads((tmp_path / range_name(0, SHARD)).read_text())
+    assert (recorded["after"], recorded["end"], recorded["records"]) == (None, str(BASE + 40), 5)
+
+
+def test_the_first_attempts_range_wins_over_a_later_attempts(tmp_path):
+    client = OneShard(3)
+    log = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=100)
+    limits = Limits(records=100, bytes=10**9, seconds=60)
+    # A slow first attempt recorded 3 records; a speculative second attempt saw 6 but must return 3.
+    read_task(
+        _reader(client),
+        log,
+        "s",
+        batch=0,
+        shard_id=SHARD,
+        start=ShardPosition(),
+        closed_end=None,
+        limits=limits,
+    )
+    client.append(3)
+    other = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=100)
+    second = read_task(
+        _reader(client),
+        other,
+        "s",
+        batch=0,
+        shard_id=SHARD,
+        start=ShardPosition(),
+        closed_end=None,
+        limits=limits,
+    )
+    assert _numbers(second) == [0, 1, 2]
+
+
+def test_a_replay_whose_records_expired_is_data_loss(tmp_path):
+    client = OneShard(5)
+    log = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=100)
+    limits = Limits(records=100, bytes=10**9, seconds=60)
+    read_task(
+        _reader(client),
+        log,
+        "s",
+        batch=0,
+        shard_id=SHARD,
+        start=ShardPosition(),
+        closed_end=None,
+        limits=limits,
+    )
+    client.seqs = client.seqs[:2]
+    with pytest.raises(DataLossError, match=r"shard shardId-000000000000 of batch 0 up to sequence number"):
+        read_task(
+            _reader(client),
+            log,
+            "s",
+            batch=0,
+            shard_id=SHARD,
+            start=ShardPosition(),
+            closed_end=None,
+            limits=limits,
+        )
+
+
+def _record(batch: int, **fields) -> RangeRecord:
+    base = dict(
+        batch=batch, shard=SHARD, after=None, end=None, end_arrival_ms=None, done=False, more=False,
+        records=0, bytes=0, arrival_sum_us=0, millis_behind_latest=0, throttled=0, retries=0,
+        iterator_refreshes=0, lost=None, read_seconds=0.0, read_at=0.0,
+    )  # fmt: skip
+    return RangeRecord(**{**base, **fields})
+
+
+def test_advance_moves_past_the_end_keeps_the_start_and_marks_a_closed_shard_done():
+    start = ShardPosition(StartPosition(at_timestamp_ms=5), "100", False, 1)
+    assert advance(start, _record(0)) == start
+    assert advance(start, _record(0, end="170", end_arrival_ms=9)) == ShardPosition(
+        StartPosition(at_timestamp_ms=5), "170", False, 9
+    )
+    assert advance(start, _record(0, done=True)) == ShardPosition(
+        StartPosition(at_timestamp_ms=5), "100", True, 1
+    )
+
+
+def test_has_more_when_a_limit_stopped_a_read_the_shard_was_behind_or_a_shard_closed():
+    assert not has_more([_record(0), _record(0, records=3, end="9")])
+    assert has_more([_record(0), _record(0, more=True)])
+    assert has_more([_record(0, millis_behind_latest=10)])
+    assert has_more([_record(0, done=True)])
+
+
+def test_planned_batches_round_trip_and_older_offsets_have_none():
+    planned = PlannedBatch(
+        StreamOffset("s", {SHARD: ShardPosition(sequence="12"), "shardId-1": ShardPosition()}),
+        7,
+        {SHARD: "99"},
+        3_600_000,
+    )
+    raw = json.loads(json.dumps(planned.to_json()))
+    assert raw["batch"] == 7 and raw["read"] == {SHARD: "99"} and raw["shards"][SHARD]["seq"] == "12"
+    assert PlannedBatch.from_json(raw) == planned
+    assert PlannedBatch.from_json(StreamOffset("s", {}).to_json()) is None
+
+
+def test_range_records_are_kept_for_the_newest_batches_only(tmp_path):
+    log = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=2)
+    for batch in range(5):
+        log.planned(_planned(batch, ShardPosition()))
+        log.create(_record(batch))
+    names = sorted(p.name for p in (tmp_path / "sources/kinesis/ranges").iterdir())
+    assert [range_batch(n) for n in names] == [3, 4]
+    assert range_batch("batch-x.json") is None
+
+
+class Stream(OneShard):
+    """The one-shard fake as the planner sees a stream too (summary, listing); records arrived just now, so
+    no read probes the trim horizon for expired records."""
+
+    arrival = dt.datetime.now(dt.UTC)
+
+    def describe_stream_summary(self, StreamName):
+        return {"StreamDescriptionSummary": {"RetentionPeriodHours": 24}}
+
+    def list_shards(self, **kwargs):
+        return {"Shards": [{"ShardId": SHARD, "SequenceNumberRange": {}}]}
+
+
+def _log_offset(checkpoint, batch: int, offset: dict) -> None:
+    """What Spark writes before it runs a batch: ``offsets/<batch>`` (version, metadata, one line per source)."""
+    folder = checkpoint / "offsets"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / str(batch)).write_text("v1\n{}\n" + json.dumps(offset) + "\n")
+
+
+def _rows_of(reader, start: dict, end: dict) -> list[int]:
+    """The rows of one batch as an executor produces them (a pickled copy of the reader, as Spark ships it)."""
+    import pickle
+
+    executor = pickle.loads(pickle.dumps(reader))
+    return [
+        int(bytes(row["data"][:8]))
+        for task in reader.partitions(start, end)
+        for part in executor.read(task)
+        for row in part.to_pylist()
+    ]
+
+
+def test_the_planner_reads_no_records_and_a_restart_replays_and_continues_exactly(tmp_path, monkeypatch):
+    from jobs.sources import kinesis
+
+    stream = Stream(10)
+    monkeypatch.setattr(kinesis, "_cached_client", lambda service, settings: stream)
+    checkpoint = tmp_path / "checkpoint"
+    settings = kinesis.KinesisSourceSettings(
+        stream_name="s",
+        region="us-east-1",
+        checkpoint_location=str(checkpoint),
+        start="TRIM_HORIZON",
+        max_records_per_shard=4,
+        idle_poll_ms=3_600_000,
+    )
+    planner = kinesis.KinesisStreamReader(settings)
+    offsets = [planner.initialOffset()]
+    seen = []
+    for batch in range(3):
+        offsets.append(planner.latestOffset())
+        assert offsets[-1]["batch"] == batch
+        _log_offset(checkpoint, batch, offsets[-1])
+        calls_before = stream.get_records_calls
+        seen.append(_rows_of(planner, offsets[-2], offsets[-1]))
+        assert stream.get_records_calls > calls_before  # the executor's read
+    assert seen == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    # Batch 2 read up to the tip: the planner waits (the idle poll) rather than plan an empty batch.
+    stream.append(3)
+    calls = stream.get_records_calls
+    assert planner.latestOffset() == offsets[-1]
+    assert stream.get_records_calls == calls  # planning makes no GetRecords call
+
+    # The job dies after batch 2 ran but before Spark committed it: Spark replays batch 2 from its log.
+    restarted = kinesis.KinesisStreamReader(settings)
+    assert _rows_of(restarted, offsets[-2], offsets[-1]) == [8, 9]
+    # A restarted reader polls at once; batch 3 starts after batch 2's recorded end.
+    third = restarted.latestOffset()
+    assert third["batch"] == 3 and third["shards"][SHARD]["seq"] == str(BASE + 90)
+    assert _rows_of(restarted, offsets[-1], third) == [10, 11, 12]
+    assert stream.get_records_calls == calls + 2  # the replay's and batch 3's reads only
+
+
+def test_a_range_read_faster_than_2_mb_per_s_holds_the_shards_next_read_back():
+    from jobs.sources.kinesis_ranges import quota_ready_at
+
+    # 4 MiB read in 0.5 s: the quota allows it in 2 s, so the next read waits 1.5 s after this one ended.
+    assert quota_ready_at(_record(0, bytes=4 * 1024 * 1024, read_seconds=0.5, read_at=1000.0)) == 1001.5
+    # A read slower than the quota holds nothing back.
+    assert quota_ready_at(_record(0, bytes=1024 * 1024, read_seconds=3.0, read_at=1000.0)) == 1000.0
+
+
+def test_a_record_limit_means_more_even_when_the_shard_says_it_is_at_its_tip(tmp_path):
+    client = OneShard(6)
+    client.never_behind = True
+    log = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=100)
+    seen, _ = _drain(client, log, Limits(records=4, bytes=10**9, seconds=60), batches=3)
+    assert seen == [[0, 1, 2, 3], [4, 5], []]
+    assert [log.read(b, SHARD).more for b in range(3)] == [True, False, False]
+
+
+def test_a_zero_retention_survives_the_offset():
+    planned = PlannedBatch(StreamOffset("s", {}), 0, {}, 0)
+    assert PlannedBatch.from_json(json.loads(json.dumps(planned.to_json()))).retention_ms == 0
