@@ -13,7 +13,6 @@ import argparse
 import json
 import logging
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -34,6 +33,7 @@ from jobs.pipelines._envelope import (
     Field,
     classify,
     quarantine_arrow,
+    quarantine_rows,
 )
 from jobs.pipelines._fraud_model import FraudModel, load_model, scorer
 from jobs.pipelines._fraud_state import INPUT_COLUMNS, OUTPUT_SCHEMA, STATE_SCHEMA, detect_frauds
@@ -51,7 +51,7 @@ from jobs.pipelines._job import (
 from jobs.pipelines._layout import LayoutResult, optimize
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
     from jobs.lake import LakeTable
@@ -290,6 +290,77 @@ def split_batch(data: pa.Table, *, batch_id: int, now: datetime, model_version: 
     return parts
 
 
+_SPARK_TYPES = {
+    pa.string(): "string",
+    pa.float64(): "double",
+    pa.bool_(): "boolean",
+    pa.int32(): "int",
+    pa.int64(): "bigint",
+    _UTC: "timestamp",
+}
+
+
+def split_frames(
+    batch: DataFrame, *, batch_id: int, now: datetime, model_version: str
+) -> dict[str, DataFrame]:
+    """:func:`split_batch` in Spark: one micro-batch's query rows -> each table's rows, on the executors."""
+    from pyspark.sql import functions as F
+
+    kind = F.col("kind")
+    stamps = {"model_version": F.lit(model_version), "batch_id": F.lit(batch_id)}
+
+    def typed(column: Column, field: pa.Field[Any]) -> Column:
+        return column.cast(_SPARK_TYPES[field.type]).alias(field.name)
+
+    def column(name: str) -> Column:
+        if name in stamps:
+            return stamps[name]
+        return F.col(name) if name in batch.columns else F.lit(None)
+
+    transactions = batch.filter(kind == "txn").select(
+        *[typed(column(f.name), f) for f in TRANSACTIONS_SCHEMA]
+    )
+    sources = {
+        "account_id": F.col("account_id"),
+        "small_transaction_id": F.col("small_transaction_id"),
+        "large_transaction_id": F.col("transaction_id"),
+        "small_amount": F.col("small_amount"),
+        "large_amount": F.col("amount"),
+        "small_txn_time": F.col("small_txn_time"),
+        "large_txn_time": F.col("txn_time"),
+        "detected_at": F.lit(now),
+        "batch_id": F.lit(batch_id),
+    }
+    alerts = batch.filter(kind == "alert").select(*[typed(sources[f.name], f) for f in ALERTS_SCHEMA])
+    rejected = batch.select(
+        "data", "shard_id", "sequence_number", kind.alias(KIND), F.col("reason").alias(REASON)
+    )
+    return {
+        TRANSACTIONS: transactions,
+        QUARANTINE: quarantine_rows(rejected, batch_id, now=now),
+        ALERTS: alerts,
+    }
+
+
+def kind_counts(batch: DataFrame) -> tuple[dict[str | None, int], int]:
+    """Rows per ``kind`` and the late transactions of one batch, from one small aggregate."""
+    from pyspark.sql import functions as F
+
+    kinds: dict[str | None, int] = {}
+    late = 0
+    rows = batch.groupBy("kind").agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.sum(F.when((F.col("kind") == "txn") & F.col("late"), 1).otherwise(0)).alias("late"),
+    )
+    for row in rows.collect():
+        kinds[row["kind"]] = int(row["rows"])
+        late += int(row["late"] or 0)
+    return kinds, late
+
+
+_PART_KINDS = {TRANSACTIONS: "txn", QUARANTINE: INVALID, ALERTS: "alert"}
+
+
 @dataclass(frozen=True)
 class FraudTables:
     """The job's three tables, bound to their storage options; written in this order every batch."""
@@ -300,13 +371,16 @@ class FraudTables:
 
     @classmethod
     def under(cls, settings: FraudSettings) -> FraudTables:
-        from jobs.lake import DeltaRsEngine
-
-        engine = DeltaRsEngine()
+        """The tables under ``--lake``, written by delta-spark in the active session (delta-rs on Azurite)."""
+        from jobs.lake import DeltaRsEngine, JvmDeltaEngine
 
         def table(name: str) -> LakeTable:
             uri = settings.job.table(name)
-            return engine.table(uri, storage_options=settings.job.storage_options(uri))
+            options = settings.job.storage_options(uri)
+            # Azurite has no ADLS Gen2 endpoint: no Hadoop file system reaches it (jobs.lake.spark_job_engine).
+            on_azurite = str(options.get("AZURE_STORAGE_USE_EMULATOR", "")).lower() == "true"
+            engine = DeltaRsEngine() if on_azurite else JvmDeltaEngine()
+            return engine.table(uri, storage_options=options)
 
         return cls(table(TRANSACTIONS), table(QUARANTINE), table(ALERTS))
 
@@ -371,8 +445,8 @@ def make_batch_writer(
 
     A table whose transaction version for this query is already at the batch id is skipped, so a batch
     replayed after a crash between two tables' commits (or after all of them, before Spark's checkpoint)
-    writes only what is missing. The batch is collected once (one action: the stateful operator runs once
-    per batch) and split in Arrow.
+    writes only what is missing. The batch is persisted once (the stateful operator runs once per batch),
+    counted with one small aggregate and split in Spark; the executors write the rows (delta-spark).
     """
     from jobs.checkpoint import batches_to_retain
 
@@ -390,18 +464,20 @@ def make_batch_writer(
         if not pending:
             log.info("fraud: batch %d skipped: every table already has it", batch_id)
             return
-        from jobs.lake import to_arrow
-
-        data = to_arrow(batch)
-        parts = split_batch(data, batch_id=batch_id, now=clock(), model_version=model_version)
-        kinds = Counter(data.column("kind").to_pylist())
-        counts = batch_counts(kinds, late=int(pc.sum(parts[TRANSACTIONS].column("late")).as_py() or 0))
-        # Before the commits: a replay rewrites the same figures, so every committed batch has one file.
-        metrics.write(batch_id, {"batch_id": batch_id, **counts})
-        for name, table in pending:
-            if parts[name].num_rows == 0:
-                continue  # a replay computes the same empty part: nothing to make idempotent
-            table.append(parts[name], app_id=app_id, batch_id=batch_id)
+        # Every output and count reads this one computation of the batch (the stateful operator runs once).
+        batch.persist()
+        try:
+            kinds, late = kind_counts(batch)
+            counts = batch_counts(kinds, late=late)
+            parts = split_frames(batch, batch_id=batch_id, now=clock(), model_version=model_version)
+            # Before the commits: a replay rewrites the same figures, so every committed batch has one file.
+            metrics.write(batch_id, {"batch_id": batch_id, **counts})
+            for name, table in pending:
+                if not kinds.get(_PART_KINDS[name]):
+                    continue  # a replay computes the same empty part: nothing to make idempotent
+                table.append(_for(table, parts[name]), app_id=app_id, batch_id=batch_id)
+        finally:
+            batch.unpersist()
         log.info(
             "fraud: batch %d: %s; wrote %s in %.3fs",
             batch_id,
@@ -411,6 +487,15 @@ def make_batch_writer(
         )
 
     return write
+
+
+def _for(table: LakeTable, frame: DataFrame) -> pa.Table | DataFrame:
+    # Only a table on the Azurite emulator has an engine without DataFrames (delta-rs, from the driver).
+    if table.engine.accepts_frames:
+        return frame
+    from jobs.lake import to_arrow
+
+    return to_arrow(frame)
 
 
 def start(
@@ -593,5 +678,6 @@ __all__ = [
     "score",
     "settings_from_args",
     "split_batch",
+    "split_frames",
     "start",
 ]
