@@ -53,10 +53,9 @@ PRIMARY_VOLUME_GB = 32
 CORE_VOLUME_GB = 64
 # A cluster-mode driver is the YARN application master; it gets exactly this much, pinned on the step
 # (spark.driver.memory and spark.driver.memoryOverhead), so it always fits in the room the sizing reserves.
-# The ingest job's rows no longer pass through the driver (delta-spark writes from the executors), but the
-# overhead stays as large as the heap while two things still hold record bytes on the driver host: the Kinesis
-# planner's Python process reads each batch's records there, and sales, fraud and orders still write through
-# delta-rs in the driver's Python process. Both move to the executors next; then this shrinks.
+# No Kinesis record and none of ingest's, sales' or fraud's rows pass through the driver (executors read
+# Kinesis, delta-spark writes), but the overhead stays as large as the heap while orders still writes through
+# delta-rs in the driver's Python process; when it moves to the executors this shrinks.
 DRIVER_HEAP_MB = 1024
 DRIVER_OVERHEAD_MB = 1024
 DRIVER_CONTAINER_MB = DRIVER_HEAP_MB + DRIVER_OVERHEAD_MB

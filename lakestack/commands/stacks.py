@@ -147,8 +147,8 @@ def memory_lines(summary: dict[str, Any]) -> list[str]:
     """What the driver and each executor hold, in words: the driver plans and commits, executors move rows."""
     return [
         f"  driver  : {summary['driver_memory_mb']} MB heap + {summary['driver_memory_overhead_mb']} MB off-heap "
-        "per pipeline: stream offsets, the Delta log, small aggregates; ingest's rows never reach it (delta-spark "
-        "writes from the executors), but the Kinesis planner's reads and the sales/fraud/orders batches "
+        "per pipeline: stream offsets, the Delta log, small aggregates; no Kinesis record and none of ingest's, "
+        "sales' or fraud's rows reach it (executors read Kinesis, delta-spark writes), but orders' batches "
         "(delta-rs) still pass through it for now",
         f"  executor: {summary['executor_memory_gb']} GB, {summary['executor_cores']} cores: the rows (reads, "
         "transforms, Parquet writes), so throughput grows with executors",

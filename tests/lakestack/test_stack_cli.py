@@ -60,7 +60,7 @@ def test_plan_text_says_what_the_driver_and_each_executor_hold(capsys):
     driver = next(line for line in lines if line.startswith("  driver  :"))
     executor = next(line for line in lines if line.startswith("  executor:"))
     assert driver.startswith("  driver  : 1024 MB heap + 1024 MB off-heap per pipeline: stream offsets")
-    assert "ingest's rows never reach it" in driver
+    assert "no Kinesis record and none of ingest's, sales' or fraud's rows reach it" in driver
     assert executor.startswith("  executor: 9 GB, 4 cores: the rows")
 
 
