@@ -16,21 +16,15 @@ _ROOT = Path(__file__).resolve().parent.parent
 
 def git_commit(root: Path = _ROOT) -> str:
     """The checkout's commit (short), with ``+ local changes`` when the tree is dirty; ``unknown`` outside git."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+
     try:
-        head = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
+        head = git("rev-parse", "--short=12", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return f"{head} + local changes" if dirty else head

@@ -80,6 +80,20 @@ def _reader(client: OneShard) -> ShardReader:
     return ShardReader(client, "s", sleep=lambda _seconds: None, now_ms=lambda: int(T0.timestamp() * 1000))
 
 
+def _read_from_start(client, log, limits, *, batch: int):
+    """One task of ``batch`` reading the test shard from its start."""
+    return read_task(
+        _reader(client),
+        log,
+        "s",
+        batch=batch,
+        shard_id=SHARD,
+        start=ShardPosition(),
+        closed_end=None,
+        limits=limits,
+    )
+
+
 def _numbers(read) -> list[int]:
     return [(int(s) - BASE) // 10 for s in read.sequence_numbers]
 
@@ -134,27 +148,9 @@ def test_a_replay_reads_the_recorded_range_even_after_more_records_arrived(tmp_p
     client = OneShard(5)
     log = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=100)
     limits = Limits(records=100, bytes=10**9, seconds=60)
-    first = read_task(
-        _reader(client),
-        log,
-        "s",
-        batch=0,
-        shard_id=SHARD,
-        start=ShardPosition(),
-        closed_end=None,
-        limits=limits,
-    )
+    first = _read_from_start(client, log, limits, batch=0)
     client.append(7)
-    again = read_task(
-        _reader(client),
-        log,
-        "s",
-        batch=0,
-        shard_id=SHARD,
-        start=ShardPosition(),
-        closed_end=None,
-        limits=limits,
-    )
+    again = _read_from_start(client, log, limits, batch=0)
     assert _numbers(first) == _numbers(again) == [0, 1, 2, 3, 4]
     assert [bytes(d[:8]) for d in again.data] == [b"%08d" % n for n in range(5)]
     recorded = json.loads((tmp_path / range_name(0, SHARD)).read_text())
@@ -166,28 +162,10 @@ def test_the_first_attempts_range_wins_over_a_later_attempts(tmp_path):
     log = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=100)
     limits = Limits(records=100, bytes=10**9, seconds=60)
     # A slow first attempt recorded 3 records; a speculative second attempt saw 6 but must return 3.
-    read_task(
-        _reader(client),
-        log,
-        "s",
-        batch=0,
-        shard_id=SHARD,
-        start=ShardPosition(),
-        closed_end=None,
-        limits=limits,
-    )
+    _read_from_start(client, log, limits, batch=0)
     client.append(3)
     other = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=100)
-    second = read_task(
-        _reader(client),
-        other,
-        "s",
-        batch=0,
-        shard_id=SHARD,
-        start=ShardPosition(),
-        closed_end=None,
-        limits=limits,
-    )
+    second = _read_from_start(client, other, limits, batch=0)
     assert _numbers(second) == [0, 1, 2]
 
 
@@ -195,28 +173,10 @@ def test_a_replay_whose_records_expired_is_data_loss(tmp_path):
     client = OneShard(5)
     log = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=100)
     limits = Limits(records=100, bytes=10**9, seconds=60)
-    read_task(
-        _reader(client),
-        log,
-        "s",
-        batch=0,
-        shard_id=SHARD,
-        start=ShardPosition(),
-        closed_end=None,
-        limits=limits,
-    )
+    _read_from_start(client, log, limits, batch=0)
     client.seqs = client.seqs[:2]
     with pytest.raises(DataLossError, match=r"shard shardId-000000000000 of batch 0 up to sequence number"):
-        read_task(
-            _reader(client),
-            log,
-            "s",
-            batch=0,
-            shard_id=SHARD,
-            start=ShardPosition(),
-            closed_end=None,
-            limits=limits,
-        )
+        _read_from_start(client, log, limits, batch=0)
 
 
 def _record(batch: int, **fields) -> RangeRecord:
