@@ -122,8 +122,9 @@ LATENCY_NOTE = (
 WAIT_GAP_NOTE = (
     "Wait in the stream is not measured in this run (no batch has it, so the plot leaves it out): it comes "
     "from the Kinesis source's per-batch metrics (when the plan started, the mean arrival time of the records "
-    "it read), and none were joined to Spark's batches. The difference between the end-to-end latency and "
-    "the stages' sum is mostly this wait."
+    "it read), kept under Spark's batch id, and no batch that carried rows has them here (the Event Hubs "
+    "path's Kafka source keeps none). The difference between the end-to-end latency and the stages' sum is "
+    "mostly this wait."
 )
 
 _STYLE = (

@@ -270,6 +270,9 @@ class KinesisStreamReader(DataSourceStreamReader):
         self._idle_since: float | None = None
         # The batch this reader planned last (None until it planned one).
         self._planned_here: int | None = None
+        # True until a fresh query's first latestOffset answered: Spark runs batch 0 on that answer whatever
+        # it is, even the initial offset itself (an empty batch), so that answer takes a batch id.
+        self._fresh = False
 
     # The reader is pickled to executors for read(): ship settings only, never clients.
     def __getstate__(self) -> dict[str, Any]:
@@ -336,6 +339,7 @@ class KinesisStreamReader(DataSourceStreamReader):
                 self._last = logged[1]
             else:
                 self._last = self._initial().to_json()
+                self._fresh = True
             # Counts an earlier run wrote for the batch it never got to plan (idle plans, or a plan whose
             # offset Spark never logged) still belong to that batch.
             earlier = read_metrics(s.checkpoint_location, self._s3, batch_id=self._next_batch)
@@ -359,6 +363,7 @@ class KinesisStreamReader(DataSourceStreamReader):
     def latestOffset(self) -> dict[str, Any]:
         with self._lock:
             last = self._restore()
+            fresh, self._fresh = self._fresh, False
             begun, started_at = time.monotonic(), time.time()
             planned = PlannedBatch.from_json(last)
             if planned is None:
@@ -384,7 +389,12 @@ class KinesisStreamReader(DataSourceStreamReader):
                 return last
             self._idle_since = None
             if not reads and not plan.lost:
-                self._carry(plan, started_at, time.monotonic() - begun)
+                if fresh:
+                    # Spark runs its batch 0 from the initial offset to this same offset (no rows): that
+                    # batch id is taken, so the next planned batch carries Spark's id for it, 1.
+                    self._empty_first_batch(plan, started_at, time.monotonic() - begun)
+                else:
+                    self._carry(plan, started_at, time.monotonic() - begun)
                 return last
             # A shard read at its quota's pace in the last batch starts its next read when the pace allows.
             now = time.time()
@@ -437,6 +447,17 @@ class KinesisStreamReader(DataSourceStreamReader):
         metrics["idle_plans"] = metrics.get("idle_plans", 0) + 1
         self._carried = metrics
         self._metrics_store().write(self._next_batch, metrics)
+
+    def _empty_first_batch(self, plan: _Plan, started_at: float, seconds: float) -> None:
+        """A fresh query's first plan found no shard to read: Spark still runs batch 0 on it (start ==
+        end), so its calls are that batch's metrics and the next plan is batch 1, numbered as Spark numbers
+        it (the stage records join the source's metrics to Spark's batches by that id)."""
+        metrics = self._planned_metrics(plan, None, started_at, seconds)
+        if self._carried is not None:
+            metrics = add_call_counts(metrics, self._carried)
+        self._record_metrics(metrics)
+        self._next_batch += 1
+        self._carried = None
 
     def _list(self, start: StreamOffset) -> _Plan:
         """DescribeStreamSummary and ListShards; fails (or logs) on shards that expired unfinished."""

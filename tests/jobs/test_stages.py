@@ -9,6 +9,7 @@ import boto3
 import pytest
 
 from jobs import ingest
+from jobs.sources import read_source_metrics
 from jobs.stages import STAGES, StageRecorder, stage_record, summarize
 
 PROGRESS = {
@@ -128,12 +129,22 @@ def test_the_ingest_job_records_every_stage_of_every_batch(spark, moto_endpoint,
     records = recorder.records()
     assert sum(r["rows"] for r in records) == 40
     # 4 shards, 5 records each per batch at most: at least two batches carried rows.
-    assert len(records) >= 2
-    for record in records:
+    busy = [r for r in records if r["rows"]]
+    assert len(busy) >= 2
+    for record in busy:
         assert all(record[stage] is not None and record[stage] >= 0 for stage in STAGES), record
         assert record["delta_commit"] > 0 and record["checkpoint"] > 0
         # delta-spark writes the batch from the executors: no trip to the driver to time.
         assert record["transfer_into_spark"] == 0.0
+        # The wait is the one the source measured for this very batch (its metrics carry Spark's batch id).
+        (metrics,) = read_source_metrics(settings.checkpoint, batch_id=record["batch_id"])
+        assert metrics["records"] == record["rows"]
+        expected = round(max(0.0, metrics["plan_started_at"] - metrics["mean_arrival_at"]), 4)
+        assert record["wait_in_stream"] == expected
+    # A planned batch that found no records (the planner never reads them) wrote nothing and waited nothing.
+    for record in records:
+        if not record["rows"]:
+            assert (record["wait_in_stream"], record["delta_commit"]) == (None, None), record
     assert set(recorder.summary()) == set(STAGES)
 
 

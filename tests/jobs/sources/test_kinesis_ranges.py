@@ -324,3 +324,44 @@ def test_a_record_limit_means_more_even_when_the_shard_says_it_is_at_its_tip(tmp
 def test_a_zero_retention_survives_the_offset():
     planned = PlannedBatch(StreamOffset("s", {}), 0, {}, 0)
     assert PlannedBatch.from_json(json.loads(json.dumps(planned.to_json()))).retention_ms == 0
+
+
+class LateShard(Stream):
+    """A stream that lists no shard at first (as while it is being created), then its one shard."""
+
+    listed = False
+
+    def list_shards(self, **kwargs):
+        return super().list_shards(**kwargs) if self.listed else {"Shards": []}
+
+
+def test_a_fresh_querys_empty_first_batch_takes_batch_id_0_and_the_next_plan_is_sparks_batch_1(
+    tmp_path, monkeypatch
+):
+    from jobs.sources import kinesis, read_source_metrics
+
+    stream = LateShard(3)
+    monkeypatch.setattr(kinesis, "_cached_client", lambda service, settings: stream)
+    checkpoint = tmp_path / "checkpoint"
+    settings = kinesis.KinesisSourceSettings(
+        stream_name="s", region="us-east-1", checkpoint_location=str(checkpoint), start="TRIM_HORIZON"
+    )
+    planner = kinesis.KinesisStreamReader(settings)
+    initial = planner.initialOffset()
+    # Nothing to read, but a fresh query runs batch 0 anyway, from the initial offset to this same one.
+    first = planner.latestOffset()
+    assert first == initial
+    _log_offset(checkpoint, 0, first)
+    assert _rows_of(planner, initial, first) == []
+
+    stream.listed = True
+    second = planner.latestOffset()
+    # Spark runs this as its batch 1: the offset, its ranges and its metrics carry that id.
+    assert second["batch"] == 1
+    _log_offset(checkpoint, 1, second)
+    assert _rows_of(planner, first, second) == [0, 1, 2]
+    (metrics,) = read_source_metrics(str(checkpoint), batch_id=1)
+    assert (metrics["batch_id"], metrics["records"], metrics["read"]) == (1, 3, [SHARD])
+    assert metrics["mean_arrival_at"] == round(stream.arrival.timestamp() + 0.001, 4)
+    (empty,) = read_source_metrics(str(checkpoint), batch_id=0)
+    assert (empty["batch_id"], empty["records"], empty["read"]) == (0, 0, [])
