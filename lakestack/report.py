@@ -221,7 +221,7 @@ class RunReport:
             lines += [
                 "",
                 "Stages: `wait_in_stream` (arrival to the start of the plan that read it, trigger wait included), "
-                "`planning_and_reading` (the source's latestOffset: listing and GetRecords), "
+                "`planning_and_reading` (the source's latestOffset: listing shards and planning their ranges; the executors read the records during the write), "
                 "`transfer_into_spark` (rows from the source into Spark and out as Arrow), `spark_processing` "
                 "(Spark's own planning and scheduling), `delta_commit` (transaction lookup and append), "
                 "`checkpoint` (Spark's offset and commit logs).",

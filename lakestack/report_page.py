@@ -78,7 +78,7 @@ _RATES = (("_rows_per_s", "rows/s"), ("_eps", "events/s"), ("_per_s", "/s"))
 
 _STAGE_HELP: dict[str, str] = {
     "wait_in_stream": "arrival in the stream to the start of the plan that read it (trigger wait included)",
-    "planning_and_reading": "the source's latestOffset: listing shards and GetRecords",
+    "planning_and_reading": "the source's latestOffset: listing shards, planning ranges (executors read later)",
     "transfer_into_spark": "rows from the source out to the driver as Arrow (0 when the executors write)",
     "spark_processing": "Spark's own planning and scheduling of the batch",
     "delta_commit": "writing the batch's Parquet files and the Delta commit",
