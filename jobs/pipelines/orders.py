@@ -44,6 +44,7 @@ from jobs.errors import SettingsError
 from jobs.lake import LakeTable, scoped_storage_options, to_arrow, with_retries
 from jobs.pipelines._cdc import CHANGE_SCHEMA
 from jobs.pipelines._envelope import (
+    INVALID,
     KIND,
     OTHER,
     QUARANTINE_SCHEMA,
@@ -51,7 +52,7 @@ from jobs.pipelines._envelope import (
     Envelope,
     Field,
     classify,
-    quarantine_arrow,
+    quarantine_rows,
 )
 from jobs.pipelines._job import (
     JobSettings,
@@ -314,20 +315,23 @@ class OrdersJob:
         return self._writers[layout]
 
     def write_batch(self, app_id: str, bronze: DataFrame, batch_id: int) -> BatchReport:
-        """Apply one micro-batch exactly once (the ``foreachBatch`` body)."""
+        """Apply one micro-batch exactly once (the ``foreachBatch`` body).
+
+        The classified batch is computed once (persisted); its figures come from one Spark aggregate and its
+        quarantine rows are written by the executors (delta-spark; delta-rs from the driver on Azurite). Only
+        the parsed changes (no payload, no quarantined or other-type rows) reach the driver, for the layouts.
+        """
         started = time.perf_counter()
-        rows = to_arrow(classify(bronze, ORDERS_ENVELOPE))
-        read_s = time.perf_counter() - started
-        kinds = rows[KIND]
-        bad = quarantine_arrow(rows, batch_id, self._clock())
-        if bad.num_rows:
-            quarantine = self.tables.quarantine
-            with_retries(
-                lambda: _append(quarantine, bad, app_id=app_id, batch_id=batch_id),
-                what=f"quarantine of batch {batch_id} in {quarantine.uri}",
-            )
-        valid = rows.filter(pc.equal(kinds, pa.scalar(VALID)))
-        changes = valid.select(list(CHANGE_SCHEMA.names)).cast(CHANGE_SCHEMA)
+        classified = classify(bronze, ORDERS_ENVELOPE)
+        classified.persist()
+        try:
+            counts = _batch_counts(classified)
+            read_s = time.perf_counter() - started
+            if counts.quarantined:
+                self._quarantine(classified, app_id=app_id, batch_id=batch_id)
+            changes = self._changes(classified)
+        finally:
+            classified.unpersist()
         # Each layout writes its own tables with its own transaction ids: a failure in one is raised after
         # the other finished, and Spark's replay then skips what already landed.
         futures = {
@@ -337,15 +341,14 @@ class OrdersJob:
         outcomes = {layout: future.result() for layout, future in futures.items()}
         if self.compaction is not None and outcomes["mor"].committed:
             self.compaction.committed()
-        event_times = [
-            t / 1e6 for t in pc.cast(changes["event_time"], pa.int64()).to_pylist() if t is not None
-        ]
+        micros = pc.drop_null(pc.cast(changes["event_time"], pa.int64())).to_numpy(zero_copy_only=False)
+        event_times = [float(t) / 1e6 for t in micros]
         report = BatchReport(
             batch_id=batch_id,
-            bronze_rows=rows.num_rows,
-            quarantined=bad.num_rows,
-            other_types=kinds.to_pylist().count(OTHER),
-            change_bytes=sum(len(d) for d in valid["data"].to_pylist() if d is not None),
+            bronze_rows=counts.bronze_rows,
+            quarantined=counts.quarantined,
+            other_types=counts.other_types,
+            change_bytes=counts.change_bytes,
             read_s=read_s,
             outcomes=outcomes,
             latencies_s={
@@ -373,6 +376,28 @@ class OrdersJob:
         if self.on_batch is not None:
             self.on_batch(report, changes)
         return report
+
+    def _quarantine(self, classified: DataFrame, *, app_id: str, batch_id: int) -> None:
+        """Append the batch's malformed rows to ``orders_quarantine``, written by the executors."""
+        from jobs.lake import spark_job_engine
+
+        uri = self.tables.quarantine.uri
+        options = dict(self.tables.storage_options)
+        table = spark_job_engine(classified.sparkSession, options).table(uri, storage_options=options)
+        bad = quarantine_rows(classified, batch_id, now=self._clock())
+        rows: pa.Table | DataFrame = bad if table.engine.accepts_frames else to_arrow(bad)
+        with_retries(
+            lambda: _append(table, rows, app_id=app_id, batch_id=batch_id),
+            what=f"quarantine of batch {batch_id} in {uri}",
+        )
+
+    @staticmethod
+    def _changes(classified: DataFrame) -> pa.Table:
+        """The batch's parsed changes (``CHANGE_SCHEMA``), collected for the layout writers."""
+        from pyspark.sql import functions as F
+
+        valid = classified.filter(F.col(KIND) == VALID).select(*CHANGE_SCHEMA.names)
+        return to_arrow(valid).cast(CHANGE_SCHEMA)
 
     def start(self, spark: SparkSession, *, bronze: DataFrame | None = None) -> StreamingQuery:
         """Start the streaming query (the caller waits on or stops it, then calls :meth:`close`).
@@ -418,7 +443,35 @@ class OrdersJob:
         self._pool.shutdown(wait=True)
 
 
-def _append(table: LakeTable, rows: pa.Table, *, app_id: str, batch_id: int) -> None:
+@dataclass(frozen=True)
+class _BatchCounts:
+    bronze_rows: int
+    quarantined: int
+    other_types: int
+    change_bytes: int
+
+
+def _batch_counts(classified: DataFrame) -> _BatchCounts:
+    """A classified batch's figures from one Spark aggregate (rows per kind, the orders' payload bytes)."""
+    from pyspark.sql import functions as F
+
+    kind = F.col(KIND)
+    row = classified.agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.count(F.when(kind == INVALID, 1)).alias("invalid"),
+        F.count(F.when(kind == OTHER, 1)).alias("other"),
+        F.sum(F.when(kind == VALID, F.expr("octet_length(data)"))).alias("bytes"),
+    ).first()
+    assert row is not None  # a global aggregate always has its one row
+    return _BatchCounts(
+        bronze_rows=int(row["rows"]),
+        quarantined=int(row["invalid"]),
+        other_types=int(row["other"]),
+        change_bytes=int(row["bytes"] or 0),
+    )
+
+
+def _append(table: LakeTable, rows: pa.Table | DataFrame, *, app_id: str, batch_id: int) -> None:
     if not table.exists():
         table.create(QUARANTINE_SCHEMA)
     table.append(rows, app_id=app_id, batch_id=batch_id)

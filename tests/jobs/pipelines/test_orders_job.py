@@ -163,6 +163,49 @@ def test_a_batch_moves_to_arrow_where_dataframes_have_no_to_arrow_method(spark, 
     assert as_expected(snapshot(None, "cow", OrdersTables(str(tmp_path / "lake")))) == expected
 
 
+def test_only_the_parsed_changes_reach_the_driver_and_quarantine_is_written_by_delta_spark(
+    spark, tmp_path, monkeypatch
+):
+    """The payloads, quarantined rows and other types stay on the executors; the figures still add up."""
+    from jobs.sources import read_delta
+
+    payloads, expected = orders_payloads(5, 30)
+    bronze = str(tmp_path / "bronze")
+    fill_bronze(bronze, payloads + NOT_ORDERS + MALFORMED)
+    collected: list[list[str]] = []
+    real_to_arrow = orders.to_arrow
+
+    def recording(frame):
+        collected.append(list(frame.columns))
+        return real_to_arrow(frame)
+
+    monkeypatch.setattr(orders, "to_arrow", recording)
+    job = OrdersJob(settings(tmp_path, "cow"))
+    try:
+        report = job.write_batch("lakestack-orders-test", read_delta(spark, bronze), 0)
+    finally:
+        job.close()
+    assert collected == [
+        [
+            "change_id",
+            "op",
+            "order_id",
+            "order_ts",
+            "customer_id",
+            "amount",
+            "status",
+            "event_id",
+            "event_time",
+        ]
+    ]
+    assert (report.bronze_rows, report.other_types, report.quarantined) == (35, 2, 3)
+    assert report.change_bytes == sum(len(p) for p in payloads)
+    tables = OrdersTables(str(tmp_path / "lake"))
+    assert tables.quarantine.transaction_version("lakestack-orders-test") == 0
+    assert sorted(r["batch_id"] for r in tables.quarantine.read().to_pylist()) == [0, 0, 0]
+    assert as_expected(snapshot(None, "cow", tables)) == expected
+
+
 _CHILD = textwrap.dedent(
     """
     import sys, threading, time
