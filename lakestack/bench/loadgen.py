@@ -1,9 +1,9 @@
 """The load generators a run drives: Locust processes on this machine, or Locust tasks on ECS Fargate.
 
 Both answer the same four calls, so a run's load step is one loop whichever generates the load:
-``start(scenarios)``, ``poll() -> (running, acknowledged)`` while it waits, ``collect(run_dir)`` to bring the
-ledgers and Locust's statistics into the run's folder (where the report reconciles them), and ``stop()`` for
-whatever still runs. The Fargate generator takes its boto3 ECS and S3 clients as arguments, so its calls are
+``start(scenarios)``, ``poll() -> (running, acknowledged)`` while it waits, ``stop()`` for whatever still runs
+(and, on Fargate, to wait until it has stopped and uploaded its results), then ``collect(run_dir)`` to bring the
+ledgers and Locust's statistics into the run's folder, where the report reconciles them. The Fargate generator takes its boto3 ECS and S3 clients as arguments, so its calls are
 tested offline with stand-ins.
 """
 
