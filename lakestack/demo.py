@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
+    from lakestack.bench.loadgen import LoadGenerators
     from lakestack.rate_sweep import BacklogSample, RateResult
 
 
@@ -407,48 +408,45 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
         )
         return f"sent {sent:,}{planned} acknowledged | {read} | {elapsed_s:.0f}s"
 
-    def send_load(self, *, on_tick: Callable[[], None] | None = None) -> int:
+    def send_load(
+        self, *, on_tick: Callable[[], None] | None = None, generators: LoadGenerators | None = None
+    ) -> int:
         """Run one Locust per scenario, at once, to its event budget while the jobs run; return the
         events acknowledged. ``on_tick`` is called on every status poll (about twice a second) while Locust
-        runs: the soak samples from it."""
+        runs: the soak samples from it. ``generators`` generate the load (Locust processes on this machine
+        when None: one per scenario, logging to ``locust-<scenario>.log``)."""
+        from lakestack.bench.loadgen import drive
+
         settings = self.settings
         # One ledger folder for every Locust: each process writes its own files (ledger-, truth-<scenario>-).
         acked = LedgerCount(self.ledger_dir)
         self.show.step(f"sending {settings.load_summary(self.scenarios)}")
         send_started = time.monotonic()
-        deadline = send_started + self._load_seconds() + _LOCUST_GRACE_S
-        with contextlib.ExitStack() as logs:
-            processes: dict[str, subprocess.Popen[bytes]] = {}
-            for scenario in self.scenarios:
-                log_file = logs.enter_context((self.run_dir / f"locust-{scenario}.log").open("wb"))
-                processes[scenario] = subprocess.Popen(
-                    self._locust_argv(scenario),
-                    stdout=log_file,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    env={**os.environ, **self.environment()},
-                )
-            try:
-                while any(p.poll() is None for p in processes.values()) and time.monotonic() < deadline:
-                    self.show.line(self._status(acked.update(), time.monotonic() - send_started))
-                    if any(q.exception() is not None for q in self.queries.values()):
-                        break
-                    if on_tick is not None:
-                        on_tick()
-                    time.sleep(0.5)
-                if any(p.poll() is None for p in processes.values()) and time.monotonic() >= deadline:
-                    self.notes.append(
-                        f"Locust was still running {_LOCUST_GRACE_S:.0f}s past its plan: stopped"
-                    )
-            finally:
-                for process in processes.values():
-                    stop_process(process)
-        for scenario, process in processes.items():
-            if process.returncode != 0:
-                self.notes.append(
-                    f"Locust ({scenario}) exited with status {process.returncode}; see "
-                    f"{self.run_dir / f'locust-{scenario}.log'}"
-                )
+        if generators is None:
+            from lakestack.bench.loadgen import LocalLocusts
+
+            generators = LocalLocusts(
+                argv=self._locust_argv,
+                env={**os.environ, **self.environment()},
+                run_dir=self.run_dir,
+                ledger_dirs=[self.ledger_dir],
+            )
+
+        def tick(_acknowledged: int) -> bool:
+            self.show.line(self._status(acked.update(), time.monotonic() - send_started))
+            if any(q.exception() is not None for q in self.queries.values()):
+                return True
+            if on_tick is not None:
+                on_tick()
+            return False
+
+        overran, failures = drive(
+            generators, self.scenarios, budget_s=self._load_seconds() + _LOCUST_GRACE_S, on_tick=tick
+        )
+        if overran:
+            self.notes.append(f"Locust was still running {_LOCUST_GRACE_S:.0f}s past its plan: stopped")
+        self.notes.extend(failures)
+        generators.collect(self.run_dir)
         total = acked.update()
         self.show.step(
             f"Locust done: {total:,} events acknowledged in {time.monotonic() - send_started:.1f}s; "

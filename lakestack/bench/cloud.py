@@ -1,5 +1,6 @@
-"""The bench on a cloud stack: `pulumi up` through the Automation API, the EMR steps running, Locust from this
-machine against the real stream, the lake read back from S3, CloudWatch's view of the stream, `pulumi destroy`.
+"""The bench on a cloud stack: `pulumi up` through the Automation API, the EMR steps running, Locust (from this
+machine, or from the stack's Fargate tasks) against the real stream, the lake read back from S3, CloudWatch's
+view of the stream, `pulumi destroy`.
 
 Everything that talks to the outside is injected (the Automation API, boto3 clients, the clock), so the
 decisions (when the pipelines count as running, when the lake has drained, what teardown left) are tested
@@ -11,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -24,8 +24,9 @@ from lakestack import stacks
 from lakestack.bench.cloudwatch import StreamMetrics, fetch_stream_metrics
 from lakestack.bench.cost import GB, metered_bytes
 from lakestack.bench.lifecycle import Teardown
+from lakestack.bench.loadgen import FargateLoad, FargateLoadGenerators, LoadGenerators, LocalLocusts, drive
 from lakestack.bench.settings import BenchSettings
-from lakestack.demo import Progress, stop_process
+from lakestack.demo import Progress
 from lakestack.errors import RunFailedError
 from lakestack.report import RunReport
 from lakestack.timeline import CostModel
@@ -290,50 +291,72 @@ class CloudBench:
             shape_duration_s=settings.duration_s,
         ).argv()
 
-    def load(self) -> int:
-        """One Locust per scenario the stack's pipelines need, at once, from this machine."""
-        from lakestack.demo import LedgerCount
-
-        settings = self.settings
-        self.show.step(
-            f"sending {', '.join(self.scenarios)} events to {self.outputs['stream_name']}: "
-            f"{settings.load_summary()} each"
-        )
+    def load_generators(self) -> LoadGenerators:
+        """Locust on the stack's Fargate tasks when it has ``lakestack:loadgen`` (its ``loadgen`` output), else
+        one Locust process per scenario on this machine."""
+        loadgen = self.outputs.get("loadgen")
+        if loadgen:
+            settings = self.settings
+            return FargateLoadGenerators(
+                ecs=self._client("ecs"),
+                s3=self._client("s3"),
+                loadgen=loadgen,
+                load=FargateLoad(
+                    run_id=self.run_dir.name,
+                    users=settings.users,
+                    rate=settings.rate,
+                    duration_s=settings.duration_s,
+                    shape=settings.shape,
+                ),
+                ledger_dir=self.ledger_dir,
+                clock=self._clock,
+                sleep=self._sleep,
+                tick=self.show.line,
+            )
         env = dict(os.environ)
         if self.stack_settings.aws_profile:
             env["AWS_PROFILE"] = self.stack_settings.aws_profile
-        counts = [LedgerCount(self.ledger_dir / scenario) for scenario in self.scenarios]
+        for scenario in self.scenarios:
+            (self.ledger_dir / scenario).mkdir(parents=True, exist_ok=True)
+        return LocalLocusts(
+            argv=self._locust_argv,
+            env=env,
+            run_dir=self.run_dir,
+            ledger_dirs=[self.ledger_dir / scenario for scenario in self.scenarios],
+        )
+
+    def load(self) -> int:
+        """One Locust per scenario the stack's pipelines need, at once: on Fargate when the stack has a load
+        generator, else from this machine; then its ledgers and statistics in the run's folder."""
+        settings = self.settings
+        generators = self.load_generators()
+        where = "Fargate" if isinstance(generators, FargateLoadGenerators) else "this machine"
+        self.show.step(
+            f"sending {', '.join(self.scenarios)} events to {self.outputs['stream_name']} from {where}: "
+            f"{settings.load_summary()} each"
+        )
         self._load_started = self._clock()
         began = datetime.now(UTC)
-        deadline = self._load_started + settings.duration_s + 120
-        processes: dict[str, subprocess.Popen[bytes]] = {}
-        with contextlib.ExitStack() as logs:
-            try:
-                for scenario in self.scenarios:
-                    (self.ledger_dir / scenario).mkdir(parents=True, exist_ok=True)
-                    log = logs.enter_context((self.run_dir / f"locust-{scenario}.log").open("wb"))
-                    processes[scenario] = subprocess.Popen(
-                        self._locust_argv(scenario),
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                        stdin=subprocess.DEVNULL,
-                        env=env,
-                    )
-                while any(p.poll() is None for p in processes.values()) and self._clock() < deadline:
-                    elapsed = self._clock() - self._load_started
-                    self.show.line(f"sent {sum(c.update() for c in counts):,} acknowledged | {elapsed:.0f}s")
-                    self._sleep(1.0)
-            finally:
-                for process in processes.values():
-                    stop_process(process)
-        for scenario, process in processes.items():
-            if process.returncode != 0:
-                self._notes.append(
-                    f"Locust ({scenario}) exited with status {process.returncode}; see "
-                    f"{self.run_dir / f'locust-{scenario}.log'}"
-                )
+
+        def tick(acknowledged: int) -> bool:
+            elapsed = self._clock() - (self._load_started or 0.0)
+            self.show.line(f"sent {acknowledged:,} acknowledged | {elapsed:.0f}s")
+            return False
+
+        overran, notes = drive(
+            generators,
+            self.scenarios,
+            budget_s=settings.duration_s + 120,
+            on_tick=tick,
+            clock=self._clock,
+            sleep=self._sleep,
+            every_s=1.0 if where == "this machine" else POLL_S,
+        )
+        if overran:
+            notes.insert(0, "the load generators were still running 120s past the planned duration: stopped")
+        self._notes.extend(notes)
         self._load_window = (began, datetime.now(UTC))
-        total = sum(c.update() for c in counts)
+        total = generators.collect(self.run_dir)
         self.show.step(f"Locust done: {total:,} events acknowledged; draining")
         return total
 

@@ -416,3 +416,139 @@ def test_measure_reconciles_the_lake_with_the_ledger_and_adds_cloudwatch(tmp_pat
         "includes 0.28 USD while the stack stood up",
     )
     assert "latency compares this machine's clock (event_time) with the cluster's (commit)" in report.notes
+
+
+LOADGEN_OUTPUT = {
+    "cluster": "lakestack-dev-loadgen",
+    "master_task_definition": "arn:aws:ecs:us-east-1:123456789012:task-definition/lakestack-dev-master:1",
+    "worker_task_definition": "arn:aws:ecs:us-east-1:123456789012:task-definition/lakestack-dev-worker:1",
+    "container": "locust",
+    "workers": 1,
+    "subnets": ["subnet-0a1"],
+    "security_groups": {"master": "sg-0m", "worker": "sg-0w"},
+    "assign_public_ip": "DISABLED",
+    "propagate_tags": "TASK_DEFINITION",
+    "results_uri": "s3://lakestack-dev-logs/loadgen",
+}
+
+
+def test_a_stack_without_a_load_generator_keeps_loading_from_this_machine(tmp_path):
+    from lakestack.bench.loadgen import LocalLocusts
+
+    target = _target(tmp_path, FakeAutomation(OUTPUTS), clients={}.__getitem__)  # no AWS client asked for
+    target.outputs = dict(OUTPUTS)
+
+    generators = target.load_generators()
+
+    assert isinstance(generators, LocalLocusts)
+    assert (tmp_path / target.run_dir.name / "ledger" / "sales").is_dir()
+
+
+def test_a_stack_with_a_load_generator_loads_from_fargate_and_collects_the_ledgers(tmp_path):
+    ecs = boto3.client("ecs", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    s3 = boto3.client("s3", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    clock = Clock()
+    target = _target(tmp_path, FakeAutomation(), clients={"ecs": ecs, "s3": s3}.__getitem__, clock=clock)
+    target.outputs = {**OUTPUTS, "loadgen": LOADGEN_OUTPUT}
+    run_id = target.run_dir.name
+    target.run_dir.mkdir(parents=True)
+    cluster = "lakestack-dev-loadgen"
+    master_arn = "arn:aws:ecs:us-east-1:123456789012:task/lakestack-dev-loadgen/m1"
+    worker_arn = "arn:aws:ecs:us-east-1:123456789012:task/lakestack-dev-loadgen/w1"
+    run_env = [
+        {"name": "LAKESTACK_RUN_ID", "value": f"{run_id}/sales"},
+        {"name": "LAKESTACK_SCENARIO", "value": "sales"},
+        {"name": "LAKESTACK_SHAPE", "value": "ramp"},
+        {"name": "LAKESTACK_SHAPE_DURATION", "value": "60"},
+        {"name": "LAKESTACK_TARGET_RATE", "value": "1000"},
+    ]
+
+    def run_task(role: str, env: list[dict[str, str]]) -> dict[str, Any]:
+        return {
+            "cluster": cluster,
+            "taskDefinition": LOADGEN_OUTPUT[f"{role}_task_definition"],
+            "launchType": "FARGATE",
+            "count": 1,
+            "networkConfiguration": {
+                "awsvpcConfiguration": {
+                    "subnets": ["subnet-0a1"],
+                    "securityGroups": [f"sg-0{role[0]}"],
+                    "assignPublicIp": "DISABLED",
+                }
+            },
+            "propagateTags": "TASK_DEFINITION",
+            "overrides": {
+                "containerOverrides": [
+                    {"name": "locust", "environment": sorted(env, key=lambda e: e["name"])}
+                ]
+            },
+        }
+
+    def task(arn: str, status: str, ip: str | None = None, exit_code: int | None = None) -> dict[str, Any]:
+        found: dict[str, Any] = {"taskArn": arn, "lastStatus": status, "containers": []}
+        if exit_code is not None:
+            found["containers"] = [{"name": "locust", "exitCode": exit_code}]
+        if ip:
+            found["attachments"] = [
+                {"type": "ElasticNetworkInterface", "details": [{"name": "privateIPv4Address", "value": ip}]}
+            ]
+        return found
+
+    both = {"cluster": cluster, "tasks": [master_arn, worker_arn]}
+    prefix = f"loadgen/{run_id}/sales/"
+    ledger_key = prefix + "worker-ip-10-0-1-8/ledger/ledger-ip-10-0-1-8-7.jsonl"
+    with Stubber(ecs) as ecs_stub, Stubber(s3) as s3_stub:
+        master_env = [
+            *run_env,
+            {"name": "LOCUST_USERS", "value": "4"},
+            {"name": "LOCUST_SPAWN_RATE", "value": "4"},
+            {"name": "LOCUST_RUN_TIME", "value": "60s"},
+        ]
+        ecs_stub.add_response(
+            "run_task", {"tasks": [{"taskArn": master_arn}]}, run_task("master", master_env)
+        )
+        ecs_stub.add_response(
+            "describe_tasks",
+            {"tasks": [task(master_arn, "RUNNING", ip="10.0.1.7")]},
+            {"cluster": cluster, "tasks": [master_arn]},
+        )
+        worker_env = [*run_env, {"name": "LOCUST_MASTER_NODE_HOST", "value": "10.0.1.7"}]
+        ecs_stub.add_response(
+            "run_task", {"tasks": [{"taskArn": worker_arn}]}, run_task("worker", worker_env)
+        )
+        ecs_stub.add_response(
+            "describe_tasks", {"tasks": [task(master_arn, "RUNNING"), task(worker_arn, "RUNNING")]}, both
+        )
+        stopped = {
+            "tasks": [task(master_arn, "STOPPED", exit_code=0), task(worker_arn, "STOPPED", exit_code=0)]
+        }
+        ecs_stub.add_response("describe_tasks", stopped, both)
+        ecs_stub.add_response("describe_tasks", stopped, both)  # stop: nothing left to stop
+        s3_stub.add_response(
+            "list_objects_v2",
+            {
+                "Contents": [{"Key": prefix + "master-ip-10-0-1-7/locust_stats.csv"}, {"Key": ledger_key}],
+                "IsTruncated": False,
+            },
+            {"Bucket": "lakestack-dev-logs", "Prefix": prefix},
+        )
+        s3_stub.add_response(
+            "get_object",
+            {"Body": io.BytesIO(b"Type,Name,Request Count\n")},
+            {"Bucket": "lakestack-dev-logs", "Key": prefix + "master-ip-10-0-1-7/locust_stats.csv"},
+        )
+        s3_stub.add_response(
+            "get_object",
+            {"Body": io.BytesIO(b'{"a":1}\n{"a":2}\n')},
+            {"Bucket": "lakestack-dev-logs", "Key": ledger_key},
+        )
+
+        acknowledged = target.load()
+
+        ecs_stub.assert_no_pending_responses()
+        s3_stub.assert_no_pending_responses()
+    assert acknowledged == 2
+    assert clock.slept == [15.0]
+    assert (target.run_dir / "locust-sales_stats.csv").read_bytes() == b"Type,Name,Request Count\n"
+    assert (target.ledger_dir / "sales" / "ledger-ip-10-0-1-8-7.jsonl").read_bytes() == b'{"a":1}\n{"a":2}\n'
+    assert target._notes == []
