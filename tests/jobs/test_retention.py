@@ -86,30 +86,44 @@ def test_hundreds_of_batches_keep_the_last_n_and_restarts_after_pruning_resume_e
 
     assert sorted(_landed(settings)) == sorted(sent)
     metrics = Path(settings.checkpoint) / "sources" / "kinesis" / "metrics"
-    assert _names(metrics) == [f"batch-{batch:010d}.json" for batch in range(180, 200)]
+    # 200 batches of one record, then batch 200: the poll that found the stream drained (executors read, so
+    # only a batch can tell), which read nothing and committed nothing.
+    assert _names(metrics) == [f"batch-{batch:010d}.json" for batch in range(181, 201)]
     kept = read_source_metrics(settings.checkpoint)
-    assert [(m["batch_id"], m["records"]) for m in kept] == [(batch, 1) for batch in range(180, 200)]
+    assert [(m["batch_id"], m["records"]) for m in kept] == [(batch, 1) for batch in range(181, 200)] + [
+        (200, 0)
+    ]
     with pytest.raises(
-        BatchNotKeptError, match=r"batch 12's file .* is no longer kept: .* \(180\.\.199 now\)"
+        BatchNotKeptError, match=r"batch 12's file .* is no longer kept: .* \(181\.\.200 now\)"
     ):
         read_source_metrics(settings.checkpoint, batch_id=12)
     # delta-spark checkpoints the table's log every 10 commits (version 0 is the table's creation).
     assert (Path(settings.table) / "_delta_log" / "00000000000000000190.checkpoint.parquet").is_file()
     # Spark's own logs are bounded by the same setting (it keeps one more: the batch it may replay).
-    assert _names(Path(settings.checkpoint) / "offsets") == [str(batch) for batch in range(179, 200)]
-    assert _names(Path(settings.checkpoint) / "commits") == [str(batch) for batch in range(179, 200)]
+    assert _names(Path(settings.checkpoint) / "offsets") == [str(batch) for batch in range(180, 201)]
+    assert _names(Path(settings.checkpoint) / "commits") == [str(batch) for batch in range(180, 201)]
 
     # A restart after pruning resumes where the offset log says, and adds only the new records.
     more = _put(kinesis, unique_name, range(200, 220))
     _drain(spark, settings)
     assert sorted(_landed(settings)) == sorted(sent + more)
-    assert _names(metrics) == [f"batch-{batch:010d}.json" for batch in range(200, 220)]
+    # Batches 201..220 read one record each, 221 found the stream drained.
+    assert _names(metrics) == [f"batch-{batch:010d}.json" for batch in range(202, 222)]
 
-    # A crash between the Delta commit and Spark's commit: the replayed batch is skipped, not written twice.
+    # A crash between the Delta commit of batch 220 (the last with rows) and Spark's commit: the checkpoint
+    # is put back to "220 planned, not committed"; the replayed batch is skipped, not written twice.
     version = DeltaTable(settings.table).version()
-    (Path(settings.checkpoint) / "commits" / "219").unlink()
-    (Path(settings.checkpoint) / "commits" / ".219.crc").unlink(missing_ok=True)
+    for name in (
+        "commits/221",
+        "commits/.221.crc",
+        "offsets/221",
+        "offsets/.221.crc",
+        "commits/220",
+        "commits/.220.crc",
+    ):
+        (Path(settings.checkpoint) / name).unlink(missing_ok=True)
     _drain(spark, settings)
     assert DeltaTable(settings.table).version() == version
     assert sorted(_landed(settings)) == sorted(sent + more)
-    assert _names(metrics) == [f"batch-{batch:010d}.json" for batch in range(200, 220)]
+    kept_now = _names(metrics)
+    assert len(kept_now) == 20 and kept_now[-1] >= "batch-0000000221.json"
