@@ -15,7 +15,10 @@ from jobs.errors import BatchNotKeptError
 from jobs.sources import read_source_metrics
 
 REGION = "us-east-1"
-RETAIN = 20
+RETAIN = 10
+# Six times the retention, then MORE after a restart: enough to see pruning at work many times over.
+FIRST = 60
+MORE = 10
 
 
 def _put(kinesis, stream: str, numbers: range) -> list[bytes]:
@@ -47,7 +50,7 @@ def _names(folder: Path) -> list[str]:
 
 
 @pytest.fixture
-def retain_20_batches(spark):
+def retain_n_batches(spark):
     # Spark purges its offset and commit logs on a background thread by default, and skips a purge while the
     # previous one still runs, so which old batches are left when a query stops depends on timing; purged in
     # line here, what the setting keeps is exact.
@@ -66,8 +69,8 @@ def retain_20_batches(spark):
             spark.conf.set(key, value)
 
 
-def test_hundreds_of_batches_keep_the_last_n_and_restarts_after_pruning_resume_exactly_once(
-    spark, moto_endpoint, unique_name, tmp_path, retain_20_batches
+def test_many_batches_keep_the_last_n_and_restarts_after_pruning_resume_exactly_once(
+    spark, moto_endpoint, unique_name, tmp_path, retain_n_batches
 ):
     kinesis = boto3.client("kinesis", endpoint_url=moto_endpoint, region_name=REGION)
     kinesis.create_stream(StreamName=unique_name, ShardCount=1)
@@ -80,50 +83,48 @@ def test_hundreds_of_batches_keep_the_last_n_and_restarts_after_pruning_resume_e
         trigger="processing-time=0s",  # back to back
         max_records_per_shard=1,  # one record, one micro-batch
     )
-    sent = _put(kinesis, unique_name, range(200))
+    sent = _put(kinesis, unique_name, range(FIRST))
     ingest.preflight(settings)
     _drain(spark, settings)
 
     assert sorted(_landed(settings)) == sorted(sent)
     metrics = Path(settings.checkpoint) / "sources" / "kinesis" / "metrics"
-    # 200 batches of one record, then batch 200: the poll that found the stream drained (executors read, so
-    # only a batch can tell), which read nothing and committed nothing.
-    assert _names(metrics) == [f"batch-{batch:010d}.json" for batch in range(181, 201)]
+    # 60 batches of one record, then batch 60: the poll that found the stream drained (executors read, so
+    # only a batch can tell), which read nothing and committed nothing. The last 10 are kept.
+    assert _names(metrics) == [f"batch-{batch:010d}.json" for batch in range(51, 61)]
     kept = read_source_metrics(settings.checkpoint)
-    assert [(m["batch_id"], m["records"]) for m in kept] == [(batch, 1) for batch in range(181, 200)] + [
-        (200, 0)
+    assert [(m["batch_id"], m["records"]) for m in kept] == [(batch, 1) for batch in range(51, 60)] + [
+        (60, 0)
     ]
-    with pytest.raises(
-        BatchNotKeptError, match=r"batch 12's file .* is no longer kept: .* \(181\.\.200 now\)"
-    ):
+    with pytest.raises(BatchNotKeptError, match=r"batch 12's file .* is no longer kept: .* \(51\.\.60 now\)"):
         read_source_metrics(settings.checkpoint, batch_id=12)
     # delta-spark checkpoints the table's log every 10 commits (version 0 is the table's creation).
-    assert (Path(settings.table) / "_delta_log" / "00000000000000000190.checkpoint.parquet").is_file()
+    assert (Path(settings.table) / "_delta_log" / "00000000000000000050.checkpoint.parquet").is_file()
     # Spark's own logs are bounded by the same setting (it keeps one more: the batch it may replay).
-    assert _names(Path(settings.checkpoint) / "offsets") == [str(batch) for batch in range(180, 201)]
-    assert _names(Path(settings.checkpoint) / "commits") == [str(batch) for batch in range(180, 201)]
+    assert _names(Path(settings.checkpoint) / "offsets") == [str(batch) for batch in range(50, 61)]
+    assert _names(Path(settings.checkpoint) / "commits") == [str(batch) for batch in range(50, 61)]
 
     # A restart after pruning resumes where the offset log says, and adds only the new records.
-    more = _put(kinesis, unique_name, range(200, 220))
+    more = _put(kinesis, unique_name, range(FIRST, FIRST + MORE))
     _drain(spark, settings)
     assert sorted(_landed(settings)) == sorted(sent + more)
-    # Batches 201..220 read one record each, 221 found the stream drained.
-    assert _names(metrics) == [f"batch-{batch:010d}.json" for batch in range(202, 222)]
+    # Batches 61..70 read one record each, 71 found the stream drained.
+    assert _names(metrics) == [f"batch-{batch:010d}.json" for batch in range(62, 72)]
 
-    # A crash between the Delta commit of batch 220 (the last with rows) and Spark's commit: the checkpoint
-    # is put back to "220 planned, not committed"; the replayed batch is skipped, not written twice.
+    # A crash between the Delta commit of batch 70 (the last with rows) and Spark's commit: the checkpoint
+    # is put back to "70 planned, not committed"; the replayed batch is skipped, not written twice.
     version = DeltaTable(settings.table).version()
     for name in (
-        "commits/221",
-        "commits/.221.crc",
-        "offsets/221",
-        "offsets/.221.crc",
-        "commits/220",
-        "commits/.220.crc",
+        "commits/71",
+        "commits/.71.crc",
+        "offsets/71",
+        "offsets/.71.crc",
+        "commits/70",
+        "commits/.70.crc",
     ):
         (Path(settings.checkpoint) / name).unlink(missing_ok=True)
     _drain(spark, settings)
     assert DeltaTable(settings.table).version() == version
     assert sorted(_landed(settings)) == sorted(sent + more)
     kept_now = _names(metrics)
-    assert len(kept_now) == 20 and kept_now[-1] >= "batch-0000000221.json"
+    assert len(kept_now) == RETAIN and kept_now[-1] >= "batch-0000000071.json"

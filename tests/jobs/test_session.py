@@ -17,6 +17,7 @@ from jobs.session import (
     _output_to,
     _worker_python,
     installed_pyspark_zip,
+    local_java_options,
     stop_session,
     warm_python_workers,
 )
@@ -99,11 +100,47 @@ def test_local_checkpoint_logs_go_through_the_file_system_manager_and_never_over
 )
 def test_the_serial_collector_is_left_out_when_the_user_chose_one(monkeypatch, environment, conf, chosen):
     # Two collectors chosen and the JVM refuses to start ("Multiple garbage collectors selected").
-    for name in ("JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "SPARK_SUBMIT_OPTS"):
+    for name in (
+        "JAVA_TOOL_OPTIONS",
+        "_JAVA_OPTIONS",
+        "JDK_JAVA_OPTIONS",
+        "SPARK_SUBMIT_OPTS",
+        "LAKESTACK_JAVA_OPTIONS",
+    ):
         monkeypatch.delenv(name, raising=False)
     for name, value in environment.items():
         monkeypatch.setenv(name, value)
     assert _collector_chosen(conf) is chosen
+
+
+def test_lakestack_java_options_reach_the_driver_and_a_local_clusters_executors(monkeypatch):
+    for name in (
+        "JAVA_TOOL_OPTIONS",
+        "_JAVA_OPTIONS",
+        "JDK_JAVA_OPTIONS",
+        "SPARK_SUBMIT_OPTS",
+        "LAKESTACK_JAVA_OPTIONS",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    log = (
+        "-Dlog4j2.configurationFile=" + (Path(__file__).parents[2] / "jobs/log4j2-local.properties").as_uri()
+    )
+    jit = {"LAKESTACK_JAVA_OPTIONS": " -XX:TieredStopAtLevel=1 "}
+    assert local_java_options(None, "local[2]", {}) == {
+        "spark.driver.extraJavaOptions": f"-XX:+UseSerialGC {log}"
+    }
+    assert local_java_options(None, None, jit) == {
+        "spark.driver.extraJavaOptions": f"-XX:+UseSerialGC {log} -XX:TieredStopAtLevel=1"
+    }
+    assert local_java_options(None, "local-cluster[2,1,1024]", jit) == {
+        "spark.driver.extraJavaOptions": f"-XX:+UseSerialGC {log} -XX:TieredStopAtLevel=1",
+        "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1",
+    }
+    # A collector in the variable is the user's choice: the serial one is left out, not added beside it.
+    monkeypatch.setenv("LAKESTACK_JAVA_OPTIONS", "-XX:+UseG1GC")
+    assert local_java_options(None, "local[2]", {"LAKESTACK_JAVA_OPTIONS": "-XX:+UseG1GC"}) == {
+        "spark.driver.extraJavaOptions": f"{log} -XX:+UseG1GC"
+    }
 
 
 # Read at collection, before any session: a developer's own Spark or interpreter leaves the wrapper out by design.
