@@ -153,6 +153,8 @@ class FargateLoadGenerators:
         self._cluster = str(loadgen["cluster"])
         self.masters: dict[str, str] = {}
         self.workers: dict[str, list[str]] = {}
+        # Tasks of a RunTask that started fewer than asked: running (and billed) all the same, so stopped too.
+        self.stray: list[str] = []
 
     def results_prefix(self, scenario: str) -> str:
         """The S3 key prefix of one scenario's results in this run."""
@@ -197,6 +199,7 @@ class FargateLoadGenerators:
         )
         arns = [str(task["taskArn"]) for task in response.get("tasks", [])]
         if len(arns) < count:
+            self.stray.extend(arns)
             reasons = "; ".join(
                 f"{f.get('reason', '?')}{' (' + f['detail'] + ')' if f.get('detail') else ''}"
                 for f in response.get("failures", [])
@@ -265,7 +268,8 @@ class FargateLoadGenerators:
                 )
 
     def _arns(self) -> list[str]:
-        return [*self.masters.values(), *(arn for started in self.workers.values() for arn in started)]
+        workers = (arn for started in self.workers.values() for arn in started)
+        return [*self.masters.values(), *workers, *self.stray]
 
     def poll(self) -> tuple[bool, int]:
         # Workers quit when their master does, then upload their ledgers: the run is over when every task is.
@@ -304,6 +308,13 @@ class FargateLoadGenerators:
                     target = run_dir / f"locust-{scenario}{base[len('locust') :]}"
                 else:
                     target = run_dir / "loadgen" / scenario / task / name
+                    # A key is the tasks' to name: one that would land outside its folder ("..") is refused.
+                    if not target.resolve().is_relative_to((run_dir / "loadgen" / scenario).resolve()):
+                        raise RunFailedError(
+                            f"the load generator's results hold an object whose key leaves the run folder: "
+                            f"s3://{self._bucket}/{key}; nothing was written for it. Remove it from the bucket "
+                            f"and run `lakestack bench` again."
+                        )
                 target.parent.mkdir(parents=True, exist_ok=True)
                 body = self._s3.get_object(Bucket=self._bucket, Key=key)["Body"]
                 target.write_bytes(body.read())
