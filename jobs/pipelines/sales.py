@@ -9,8 +9,10 @@ Spark 3.5-clean (it runs on Synapse): bronze comes through ``_job.read_bronze`` 
 Every row stays on the executors; the driver reads silver's file statistics and a small count per batch.
 
 The stream: Spark classifies the bronze rows (``_envelope.classify``), and Spark's state keeps the first
-delivery of each valid event_id (``dropDuplicatesWithinWatermark``; the state forgets an event_id
-``--watermark`` seconds of processing time after its first delivery). Each micro-batch carries both: every
+delivery of each valid event_id (``dropDuplicatesWithinWatermark``; a redelivery within ``--watermark`` seconds
+of processing time is always removed; the state forgets an event_id at the first batch with rows once twice
+``--watermark`` has passed since its first delivery, as Spark keeps a key until its time plus the delay falls
+below the watermark, itself the newest time less the delay). Each micro-batch carries both: every
 bronze row (for the counts and the quarantine) and the rows the state kept (:func:`deduplicated`). Per
 micro-batch, persisted once: invalid rows to the quarantine, kept rows to silver, per product and event-time
 minute the revenue into gold by a delta-spark MERGE that adds the batch's sums. Rows older than the
@@ -174,7 +176,7 @@ NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 def deduplicated(classified: DataFrame, window_seconds: int) -> DataFrame:
     """The classified stream with each row once, plus the first delivery of each valid event_id once.
 
-    Spark's state keeps every event_id for ``window_seconds`` of processing time (the watermark is on the
+    Spark's state keeps every event_id for ``window_seconds`` to twice that of processing time (the watermark is on the
     micro-batch's own timestamp): an event-time watermark would make the state operator drop late rows, and
     late rows belong in silver. Both branches read the same micro-batch, so the batch writer counts the bronze
     rows and the rows the state removed from one persisted batch.
