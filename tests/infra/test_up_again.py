@@ -125,7 +125,7 @@ class FlakyStore:
         self.uploaded: list[str] = []
 
     def upload(self, container: str, path: str, data: bytes) -> None:
-        from infra.azure.deploy import NotAuthorized
+        from infra.azure.errors import NotAuthorized
 
         if self.refusals:
             self.refusals -= 1
