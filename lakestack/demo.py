@@ -506,11 +506,11 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
         Raises:
             RunFailedError: the query failed.
         """
-        from jobs import ingest
+        from jobs._run import caught_up
 
         query, since = self.queries[name], datetime.now(UTC)
         if not _wait_for(
-            lambda: query.exception() is not None or ingest.caught_up(query, since=since),
+            lambda: query.exception() is not None or caught_up(query, since=since),
             timeout_s=_DRAIN_TIMEOUT_S,
             tick=lambda: self.show.line(f"draining {name}"),
         ):
@@ -530,20 +530,20 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
         Raises:
             RunFailedError: a query failed.
         """
-        from jobs import ingest
+        from jobs._run import caught_up
 
         since = datetime.now(UTC)
         for name, query in self.queries.items():
             counter = self._read[name]
             progress = _Throttled(functools.partial(self._drain_progress, name, acked_total), every_s=1.0)
 
-            def caught_up(q: StreamingQuery = query, t: datetime = since) -> bool:
-                return q.exception() is not None or ingest.caught_up(q, since=t)
+            def drained(q: StreamingQuery = query, t: datetime = since) -> bool:
+                return q.exception() is not None or caught_up(q, since=t)
 
             def tick(p: _Throttled = progress) -> None:
                 self.show.line(p())
 
-            if not _wait_for(caught_up, timeout_s=timeout_s, tick=tick):
+            if not _wait_for(drained, timeout_s=timeout_s, tick=tick):
                 self.notes.append(f"{name} did not drain within {timeout_s:.0f}s")
             error = query.exception()
             if error is not None:
