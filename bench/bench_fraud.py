@@ -103,7 +103,7 @@ def run_baseline(spark, bronze: str, workdir: Path, max_files: int) -> tuple[int
     """Bronze -> classified -> silver appends: the same source, envelope and sink, no state, no model."""
     from pyspark.sql import functions as F
 
-    from jobs.ingest import caught_up
+    from jobs._run import caught_up
     from jobs.lake import DeltaRsEngine, foreach_batch_writer
     from jobs.pipelines import fraud
     from jobs.sources import read_delta_stream

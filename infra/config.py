@@ -14,15 +14,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
+from typing import Any, Literal, TypeVar, get_args
 
 import yaml
 
 from infra.errors import ConfigError, StackFileSyntaxError
 from infra.sizing import INSTANCE_TYPES, Sizing, size_cluster
-
-if TYPE_CHECKING:
-    from infra.azure.settings import AzureStackSettings
 
 Cloud = Literal["aws", "azure"]
 StreamMode = Literal["on-demand", "provisioned"]
@@ -955,13 +952,3 @@ def stack_cloud(stack: str, *, project_dir: Path | None = None) -> Cloud:
         return "aws"
     raw = stack_file_config(path)
     return _parse_choice("lakestack:cloud", raw.get(f"{PROJECT}:cloud", "aws"), CLOUDS, where=path.name)
-
-
-def load_any_settings(stack: str, *, project_dir: Path | None = None) -> StackSettings | AzureStackSettings:
-    """Read and validate a stack file with its cloud's parser: AWS (:func:`load_stack_settings`) or Azure
-    (``infra.azure.settings.load_azure_settings``)."""
-    if stack_cloud(stack, project_dir=project_dir) == "azure":
-        from infra.azure.settings import load_azure_settings
-
-        return load_azure_settings(stack, project_dir=project_dir)
-    return load_stack_settings(stack, project_dir=project_dir)

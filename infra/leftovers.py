@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra.config import StackSettings, load_any_settings
+from infra.config import StackSettings
+from infra.settings import load_any_settings
 
 # The stack key's deletion window (infra/aws/kms.py) and the vault's soft-delete retention
 # (infra/azure/keyvault.py): both read these, so what `down` says is what was deployed.

@@ -12,13 +12,14 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
 # A bounded run is a fast processing-time trigger stopped once a trigger finds nothing new (Spark 4.0 runs a
-# Python source only once under Trigger.AvailableNow); see jobs.ingest.caught_up.
+# Python source only once under Trigger.AvailableNow); see caught_up below.
 DRAIN_POLL = "500 milliseconds"
 # The longest a stop waits for the micro-batch in flight to end before it interrupts it.
 STOP_WAIT_S = 30.0
@@ -82,13 +83,30 @@ def stop_and_raise(query: StreamingQuery) -> None:
         raise error
 
 
+def caught_up(query: StreamingQuery, *, since: datetime | None = None) -> bool:
+    """True once a trigger (started at or after `since`) found nothing new in the source.
+
+    Triggers run one after another, so when one finds no new data every batch planned before it has been
+    committed: everything the stream held when that trigger started is in the table. `jobs.ingest.start()` makes Spark
+    report such idle triggers at once (noDataProgressEventInterval = 0) instead of every 10 s.
+    """
+    last = query.lastProgress
+    if not last or query.status["isTriggerActive"]:
+        return False
+    idle = last["numInputRows"] == 0 and all(s["startOffset"] == s["endOffset"] for s in last["sources"])
+    if not idle:
+        return False
+    if since is None:
+        return True
+    started = datetime.fromisoformat(last["timestamp"])
+    return started >= since
+
+
 def wait_for_query(query: StreamingQuery, stop_requested: threading.Event, *, available_now: bool) -> bool:
     """Wait until ``query`` ends, a stop is requested, or (``available_now``) a trigger finds nothing new.
 
     Returns True when it returned because the query caught up with its source (available-now).
     """
-    from jobs.ingest import caught_up
-
     while query.isActive and not stop_requested.is_set():
         # Seconds; PySpark takes a float although its annotation says int.
         query.awaitTermination(0.25 if available_now else 1)  # type: ignore[arg-type]

@@ -15,7 +15,6 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from jobs._options import parse_bool, parse_trigger
@@ -387,25 +386,6 @@ def start(
         # Before start: the first batch's progress must find the listener there.
         stages.listen(spark, query_name(settings))
     return writer.start()
-
-
-def caught_up(query: StreamingQuery, *, since: datetime | None = None) -> bool:
-    """True once a trigger (started at or after `since`) found nothing new in the source.
-
-    Triggers run one after another, so when one finds no new data every batch planned before it has been
-    committed: everything the stream held when that trigger started is in the table. `start()` makes Spark
-    report such idle triggers at once (noDataProgressEventInterval = 0) instead of every 10 s.
-    """
-    last = query.lastProgress
-    if not last or query.status["isTriggerActive"]:
-        return False
-    idle = last["numInputRows"] == 0 and all(s["startOffset"] == s["endOffset"] for s in last["sources"])
-    if not idle:
-        return False
-    if since is None:
-        return True
-    started = datetime.fromisoformat(last["timestamp"])
-    return started >= since
 
 
 def run(settings: IngestSettings, *, spark: SparkSession | None = None) -> int:

@@ -49,10 +49,9 @@ T = TypeVar("T")
 EMULATOR_COST = CostModel(note="embedded emulator: no cloud charges")
 _TRIGGER = "processing-time=1s"
 _DRAIN_TIMEOUT_S = 120.0
-# How long Locust may take beyond its planned run to stop (users finish the batch in flight), and then to
-# exit once told to.
+# How long Locust may take beyond its planned run to stop (users finish the batch in flight); how long it then
+# has to exit once told to is lakestack.bench.loadgen's.
 _LOCUST_GRACE_S = 60.0
-_LOCUST_EXIT_S = 30.0
 # A streaming query asked to stop waits for its micro-batch at most this long (Spark's default: forever).
 _QUERY_STOP_TIMEOUT = "60s"
 
@@ -123,26 +122,6 @@ class Progress:
         if self.tty:
             self.stream.write("\n")
             self.stream.flush()
-
-
-class LedgerCount:
-    """Lines in the ledger files so far, reading only what was appended since the last call."""
-
-    def __init__(self, directory: Path) -> None:
-        self._directory = directory
-        self._offsets: dict[Path, int] = {}
-        self.lines = 0
-
-    def update(self) -> int:
-        for path in self._directory.glob("ledger-*.jsonl"):
-            with path.open("rb") as handle:
-                handle.seek(self._offsets.get(path, 0))
-                chunk = handle.read()
-            # Count whole lines only; a line still being written is counted on a later call.
-            complete = chunk[: chunk.rfind(b"\n") + 1]
-            self._offsets[path] = self._offsets.get(path, 0) + len(complete)
-            self.lines += complete.count(b"\n")
-        return self.lines
 
 
 class _Ingested:
@@ -415,7 +394,7 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
         events acknowledged. ``on_tick`` is called on every status poll (about twice a second) while Locust
         runs: the soak samples from it. ``generators`` generate the load (Locust processes on this machine
         when None: one per scenario, logging to ``locust-<scenario>.log``)."""
-        from lakestack.bench.loadgen import drive
+        from lakestack.bench.loadgen import LedgerCount, drive
 
         settings = self.settings
         # One ledger folder for every Locust: each process writes its own files (ledger-, truth-<scenario>-).
@@ -457,6 +436,7 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
     def send_phase(self, *, rate: float, events: int, ledger_dir: Path) -> list[BacklogSample]:
         """One rate of a sweep: ``events`` at ``rate`` with Locust (first scenario only) while the queries run;
         returns the backlog samples (acknowledged vs landed by ingest) taken while it sent."""
+        from lakestack.bench.loadgen import LedgerCount, stop_process
         from lakestack.demo_pipelines.ingest import IngestPipeline
         from lakestack.rate_sweep import SAMPLE_EVERY_S, BacklogSample, users_for
 
@@ -506,11 +486,11 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
         Raises:
             RunFailedError: the query failed.
         """
-        from jobs import ingest
+        from jobs._run import caught_up
 
         query, since = self.queries[name], datetime.now(UTC)
         if not _wait_for(
-            lambda: query.exception() is not None or ingest.caught_up(query, since=since),
+            lambda: query.exception() is not None or caught_up(query, since=since),
             timeout_s=_DRAIN_TIMEOUT_S,
             tick=lambda: self.show.line(f"draining {name}"),
         ):
@@ -530,20 +510,20 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
         Raises:
             RunFailedError: a query failed.
         """
-        from jobs import ingest
+        from jobs._run import caught_up
 
         since = datetime.now(UTC)
         for name, query in self.queries.items():
             counter = self._read[name]
             progress = _Throttled(functools.partial(self._drain_progress, name, acked_total), every_s=1.0)
 
-            def caught_up(q: StreamingQuery = query, t: datetime = since) -> bool:
-                return q.exception() is not None or ingest.caught_up(q, since=t)
+            def drained(q: StreamingQuery = query, t: datetime = since) -> bool:
+                return q.exception() is not None or caught_up(q, since=t)
 
             def tick(p: _Throttled = progress) -> None:
                 self.show.line(p())
 
-            if not _wait_for(caught_up, timeout_s=timeout_s, tick=tick):
+            if not _wait_for(drained, timeout_s=timeout_s, tick=tick):
                 self.notes.append(f"{name} did not drain within {timeout_s:.0f}s")
             error = query.exception()
             if error is not None:
@@ -659,17 +639,6 @@ def _stop_query(query: StreamingQuery) -> None:
     stop_between_batches(query)
 
 
-def stop_process(process: subprocess.Popen[bytes]) -> None:
-    """Ask a child to stop (SIGTERM), and kill it if it has not exited within ``_LOCUST_EXIT_S``."""
-    if process.poll() is None:
-        process.terminate()
-    try:
-        process.wait(timeout=_LOCUST_EXIT_S)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=_LOCUST_EXIT_S)
-
-
 def _first_trigger(query: StreamingQuery) -> Callable[[], bool]:
     return lambda: query.lastProgress is not None or query.exception() is not None
 
@@ -688,6 +657,69 @@ _TOP_LEVEL = frozenset(
 )
 
 
+def sweep_rates(
+    run: DemoRun, rates: Sequence[float], *, seconds: float, say: Callable[[str], None]
+) -> list[RateResult]:
+    """Send each rate for ``seconds`` through the running ingest query of ``run``, drain, then measure.
+
+    ``run`` has its emulator and the ingest pipeline started. Returns one result per rate, in order.
+    """
+    from jobs.stages import summarize
+    from lakestack.rate_sweep import RateResult, measure_rate, users_for
+    from loadtest.ledger import read_ledger
+
+    results: list[RateResult] = []
+    windows: list[tuple[float, float]] = []
+    for rate in rates:
+        result = RateResult(target_eps=rate, seconds=seconds)
+        ledger = run.run_dir / "sweep" / f"{rate:g}" / "ledger"
+        started = time.time()
+        say(
+            f"sweep: {rate:,.0f} events/s for {seconds:g} s ({users_for(rate, run.settings.users)} Locust users)"
+        )
+        result.samples = run.send_phase(rate=rate, events=int(rate * seconds), ledger_dir=ledger)
+        drained = time.monotonic()
+        run.wait_drained(IngestPipeline.name)
+        result.drained_s = round(time.monotonic() - drained, 1)
+        windows.append((started, time.time()))
+        results.append(result)
+    say("sweep: reconciling every rate against bronze")
+    landed, commit_time = _bronze_positions(run)
+    records = next(p.stages.records() for p in run.pipelines if isinstance(p, IngestPipeline))
+    for result, (begin, end) in zip(results, windows, strict=True):
+        ledger = run.run_dir / "sweep" / f"{result.target_eps:g}" / "ledger"
+        entries = [e for path in sorted(ledger.glob("ledger-*.jsonl")) for e in read_ledger(path)]
+        measure_rate(result, entries, landed, commit_time)
+        result.stages = summarize(
+            r for r in records if r.get("committed_at") and begin <= r["committed_at"] <= end
+        )
+    return results
+
+
+def _bronze_positions(run: DemoRun) -> tuple[dict[tuple[str, str], list[int]], dict[int, float]]:
+    from deltalake import DeltaTable
+
+    from jobs.lake import DeltaRsEngine
+
+    context = run.context
+    options = context.storage_options(context.bronze)
+    commit_time = {
+        record.batch_id: record.timestamp.timestamp()
+        for record in DeltaRsEngine().table(context.bronze, storage_options=options).commits()
+        if record.batch_id is not None
+    }
+    rows = (
+        DeltaTable(context.bronze, storage_options=options)
+        .to_pyarrow_dataset()
+        .to_table(columns=["shard_id", "sequence_number", "batch_id"])
+        .to_pydict()
+    )
+    landed: dict[tuple[str, str], list[int]] = {}
+    for shard, seq, batch in zip(rows["shard_id"], rows["sequence_number"], rows["batch_id"], strict=True):
+        landed.setdefault((shard, seq), []).append(batch)
+    return landed, commit_time
+
+
 def run_sweep_demo(
     settings: DemoSettings, rates: tuple[float, ...], *, seconds: float, progress: Progress | None = None
 ) -> list[RateResult]:
@@ -698,14 +730,14 @@ def run_sweep_demo(
         RunFailedError: the ingest query failed.
         EmulatorError: the emulator could not start.
     """
-    from lakestack.rate_sweep import format_sweep, run_sweep, write_sweep
+    from lakestack.rate_sweep import format_sweep, write_sweep
 
     show = progress or Progress()
     only_ingest = dataclasses.replace(settings, pipelines=(IngestPipeline.name,))
     with DemoRun(only_ingest, show) as run:
         run.start_emulator()
         run.start_pipelines()
-        results = run_sweep(run, rates, seconds=seconds, say=show.step)
+        results = sweep_rates(run, rates, seconds=seconds, say=show.step)
         for query in run.queries.values():
             query.stop()
         ingest = next(p for p in run.pipelines if isinstance(p, IngestPipeline))

@@ -5,23 +5,20 @@ the sustainable rate (the highest rate that was sent in full and kept its backlo
 Each rate sends ``rate x seconds`` events with Locust into the same stream while the same ingest query runs,
 then waits until the query has drained before the next rate starts, so no rate inherits another's backlog.
 The backlog (acknowledged by the stream, not yet landed) is sampled twice a second while a rate is sent.
+Driving the demo's run through the rates is ``lakestack.demo.sweep_rates``; this module measures and reports.
 """
 
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lakestack.reconcile import reconcile
 from lakestack.report import percentile
-
-if TYPE_CHECKING:
-    from lakestack.demo import DemoRun
 
 # A rate counts as sent when the stream acknowledged at least this share of it per second.
 SENT_SHARE = 0.9
@@ -201,69 +198,6 @@ def users_for(rate: float, minimum: int) -> int:
     return max(minimum, math.ceil(rate / 1000))
 
 
-def run_sweep(
-    run: DemoRun, rates: Sequence[float], *, seconds: float, say: Callable[[str], None]
-) -> list[RateResult]:
-    """Send each rate for ``seconds`` through the running ingest query of ``run``, drain, then measure.
-
-    ``run`` has its emulator and the ingest pipeline started. Returns one result per rate, in order.
-    """
-    from jobs.stages import summarize
-    from lakestack.demo_pipelines.ingest import IngestPipeline
-    from loadtest.ledger import read_ledger
-
-    results: list[RateResult] = []
-    windows: list[tuple[float, float]] = []
-    for rate in rates:
-        result = RateResult(target_eps=rate, seconds=seconds)
-        ledger = run.run_dir / "sweep" / f"{rate:g}" / "ledger"
-        started = time.time()
-        say(
-            f"sweep: {rate:,.0f} events/s for {seconds:g} s ({users_for(rate, run.settings.users)} Locust users)"
-        )
-        result.samples = run.send_phase(rate=rate, events=int(rate * seconds), ledger_dir=ledger)
-        drained = time.monotonic()
-        run.wait_drained(IngestPipeline.name)
-        result.drained_s = round(time.monotonic() - drained, 1)
-        windows.append((started, time.time()))
-        results.append(result)
-    say("sweep: reconciling every rate against bronze")
-    landed, commit_time = _bronze_positions(run)
-    records = next(p.stages.records() for p in run.pipelines if isinstance(p, IngestPipeline))
-    for result, (begin, end) in zip(results, windows, strict=True):
-        ledger = run.run_dir / "sweep" / f"{result.target_eps:g}" / "ledger"
-        entries = [e for path in sorted(ledger.glob("ledger-*.jsonl")) for e in read_ledger(path)]
-        measure_rate(result, entries, landed, commit_time)
-        result.stages = summarize(
-            r for r in records if r.get("committed_at") and begin <= r["committed_at"] <= end
-        )
-    return results
-
-
-def _bronze_positions(run: DemoRun) -> tuple[dict[tuple[str, str], list[int]], dict[int, float]]:
-    from deltalake import DeltaTable
-
-    from jobs.lake import DeltaRsEngine
-
-    context = run.context
-    options = context.storage_options(context.bronze)
-    commit_time = {
-        record.batch_id: record.timestamp.timestamp()
-        for record in DeltaRsEngine().table(context.bronze, storage_options=options).commits()
-        if record.batch_id is not None
-    }
-    rows = (
-        DeltaTable(context.bronze, storage_options=options)
-        .to_pyarrow_dataset()
-        .to_table(columns=["shard_id", "sequence_number", "batch_id"])
-        .to_pydict()
-    )
-    landed: dict[tuple[str, str], list[int]] = {}
-    for shard, seq, batch in zip(rows["shard_id"], rows["sequence_number"], rows["batch_id"], strict=True):
-        landed.setdefault((shard, seq), []).append(batch)
-    return landed, commit_time
-
-
 def write_sweep(results: Sequence[RateResult], directory: Path) -> Path:
     """``sweep.json`` (every rate with its samples and stage summary, and the sustainable rate) in ``directory``."""
     import json
@@ -291,7 +225,6 @@ __all__ = [
     "backlog_growth",
     "format_sweep",
     "measure_rate",
-    "run_sweep",
     "sustainable_rate",
     "users_for",
     "write_sweep",

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infra.config import PROJECT_DIR, load_any_settings
+from infra.config import PROJECT_DIR
+from infra.settings import load_any_settings
 from lakestack.errors import PulumiCliMissingError, PulumiRunError
 
 # Resource types in a stack's state that are not cloud resources (the stack itself, provider instances).

@@ -9,16 +9,31 @@ account and subscription, so no test here exercises them: the logic that decides
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
-from infra.azure.deploy import SparkBatch
+from infra.azure.errors import NotAuthorized
 
 ARM_ENDPOINT = "https://management.azure.com"
 ARM_SCOPE = "https://management.azure.com/.default"
 SYNAPSE_SCOPE = "https://dev.azuresynapse.net/.default"
 MANAGED_PRIVATE_ENDPOINTS_API = "2021-06-01-preview"
+# Livy batch states after which a batch holds no executors and writes nothing more.
+TERMINAL_STATES = frozenset({"dead", "killed", "success", "error"})
 # Livy lists batches 20 at a time (its maximum page).
 _PAGE = 20
+
+
+class SparkBatch(NamedTuple):
+    """One Livy batch of the pool, as the job logic needs it."""
+
+    id: int
+    name: str
+    state: str
+
+    @property
+    def active(self) -> bool:
+        """True while the batch may still run or write."""
+        return self.state not in TERMINAL_STATES
 
 
 def _credential() -> Any:
@@ -159,8 +174,6 @@ class BlobArtifactStore:
 
     def upload(self, container: str, path: str, data: bytes) -> None:
         from azure.core.exceptions import HttpResponseError
-
-        from infra.azure.deploy import NotAuthorized
 
         try:
             self._service.get_blob_client(container, path).upload_blob(data, overwrite=True)

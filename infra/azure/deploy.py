@@ -26,36 +26,22 @@ import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 import pulumi
 from pulumi import dynamic
 
 from infra.artifacts import LAUNCHER, LAUNCHER_NAME, build_jobs_wheel, source_hash
+from infra.azure._clients import SparkBatch
 from infra.azure._waiting import Waiter
-from infra.azure.errors import DeploymentError
+from infra.azure.errors import DeploymentError, NotAuthorized
 from infra.azure.settings import PoolSizing
 
-# Livy batch states after which a batch holds no executors and writes nothing more.
-TERMINAL_STATES = frozenset({"dead", "killed", "success", "error"})
 # Synapse 3.5 ships pyarrow 19.0.0, which cannot read the Parquet delta-rs writes (fixed in 19.0.1).
 MIN_PYARROW = "19.0.1"
 # What the pool installs on top of its runtime: the base dependencies the jobs import on Synapse (boto3 is
 # for Kinesis, pandas ships with the runtime).
 POOL_PACKAGES = ("deltalake", "pyarrow")
-
-
-class SparkBatch(NamedTuple):
-    """One Livy batch of the pool, as the job logic needs it."""
-
-    id: int
-    name: str
-    state: str
-
-    @property
-    def active(self) -> bool:
-        """True while the batch may still run or write."""
-        return self.state not in TERMINAL_STATES
 
 
 class SynapseJobClient(Protocol):
@@ -85,10 +71,6 @@ class ArtifactStore(Protocol):
 
     def delete_prefix(self, container: str, prefix: str) -> int:
         """Delete every blob under ``prefix``; returns how many."""
-
-
-class NotAuthorized(Exception):
-    """Storage refused a call with 403 (the real store raises it; the upload retries it for a while)."""
 
 
 # A new role assignment takes minutes to reach Azure Storage (up to about 10): the upload that follows the

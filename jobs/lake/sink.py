@@ -93,14 +93,8 @@ def foreach_batch_writer(  # noqa: PLR0913 -- keyword-only writer options
             policy=policy,
         )
         if done is not None and done >= batch_id:
-            if timings is not None:
-                timings(batch_id, {"total_s": time.perf_counter() - started, "rows": 0, "committed": False})
-            log.info(
-                "lake %s app=%s batch=%d skipped: already committed (txn version %d)",
-                table_uri,
-                app_id,
-                batch_id,
-                done,
+            _skipped(
+                table_uri, app_id, batch_id, started, timings, why=f"already committed (txn version {done})"
             )
             return
         looked_up = time.perf_counter()
@@ -108,7 +102,7 @@ def foreach_batch_writer(  # noqa: PLR0913 -- keyword-only writer options
         data = to_arrow(frame)
         converted = time.perf_counter()
         if skip_empty and data.num_rows == 0:
-            _skipped_empty(table_uri, app_id, batch_id, started, timings)
+            _skipped(table_uri, app_id, batch_id, started, timings, why="no rows")
             return
 
         result = with_retries(
@@ -170,7 +164,7 @@ def _frame_writer(
             frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             if skip_empty and frame.isEmpty():
-                _skipped_empty(table_uri, app_id, batch_id, started, timings)
+                _skipped(table_uri, app_id, batch_id, started, timings, why="no rows")
                 return
             result = with_retries(
                 lambda: append(frame, app_id=app_id, batch_id=batch_id),
@@ -207,14 +201,17 @@ def _frame_writer(
     return write_batch
 
 
-def _skipped_empty(
+def _skipped(
     table_uri: str,
     app_id: str,
     batch_id: int,
     started: float,
     timings: Callable[[int, dict[str, Any]], None] | None,
+    *,
+    why: str,
 ) -> None:
-    """A batch without rows under ``skip_empty``: no commit, reported as such."""
+    """A batch that commits nothing (``why``: no rows under ``skip_empty``, or already committed): its timing
+    says so (no rows, not committed) and the log says why."""
     if timings is not None:
         timings(batch_id, {"total_s": time.perf_counter() - started, "rows": 0, "committed": False})
-    log.info("lake %s app=%s batch=%d skipped: no rows", table_uri, app_id, batch_id)
+    log.info("lake %s app=%s batch=%d skipped: %s", table_uri, app_id, batch_id, why)

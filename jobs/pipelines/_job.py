@@ -94,19 +94,29 @@ class JobSettings:
         return scoped_storage_options(uri, endpoint_url=self.endpoint_url, region=self.region)
 
 
-def add_common_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags of contract C3."""
-    parser.add_argument("--source-table", required=True, help="the Delta table to read (bronze), a URI")
+def add_common_arguments(parser: argparse.ArgumentParser, *, stream_required: bool = True) -> None:
+    """The flags of contract C3. ``stream_required=False`` leaves ``--source-table`` and ``--checkpoint`` to the
+    job's settings to require, for a job with a mode that runs no stream (``orders --compact``)."""
     parser.add_argument(
-        "--lake", required=True, help="where the pipeline's tables go (path, s3://, abfss://)"
+        "--source-table", required=stream_required, metavar="URI", help="the Delta table to read (bronze)"
     )
-    parser.add_argument("--checkpoint", required=True, help="Spark checkpoint location for this query")
+    parser.add_argument(
+        "--lake", required=True, metavar="URI", help="where the pipeline's tables go (path, s3://, abfss://)"
+    )
+    parser.add_argument(
+        "--checkpoint",
+        required=stream_required,
+        metavar="PATH",
+        help="Spark checkpoint location for this query",
+    )
     parser.add_argument(
         "--trigger",
         default="processing-time=5s",
         help="'available-now' (process what is there, commit, stop) or 'processing-time=<N>s' (default: %(default)s)",
     )
-    parser.add_argument("--endpoint-url", default=None, help="S3 endpoint for an emulator (s3:// URIs only)")
+    parser.add_argument(
+        "--endpoint-url", default=None, metavar="URL", help="S3 endpoint for an emulator (s3:// URIs only)"
+    )
     parser.add_argument("--region", default=None, help="AWS region of s3:// tables")
     add_delta_reader_argument(parser)
 

@@ -56,10 +56,11 @@ from jobs.pipelines._envelope import (
 )
 from jobs.pipelines._job import (
     JobSettings,
-    add_delta_reader_argument,
+    add_common_arguments,
     add_max_files_argument,
     check_delta_reader,
     check_max_files,
+    common_settings,
     preflight,
     query_app_id,
     read_bronze,
@@ -604,20 +605,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--layout", required=True, choices=LAYOUTS, help="cow (MERGE each batch) or mor (change log)"
     )
-    parser.add_argument("--source-table", default=None, metavar="URI", help="bronze Delta table")
-    parser.add_argument(
-        "--lake", required=True, metavar="URI", help="lake root: <lake>/orders, <lake>/orders_base, ..."
-    )
-    parser.add_argument(
-        "--checkpoint", default=None, metavar="PATH", help="Spark checkpoint location for this query"
-    )
-    parser.add_argument(
-        "--trigger",
-        default="processing-time=5s",
-        help="'available-now' (drain, then stop) or 'processing-time=<N>s' (default: %(default)s)",
-    )
-    parser.add_argument("--endpoint-url", default=None, metavar="URL", help="S3 endpoint of an emulator")
-    parser.add_argument("--region", default=None, help="AWS region of s3:// tables")
+    # Not required by the parser: --compact runs no stream (OrdersSettings requires them otherwise).
+    add_common_arguments(parser, stream_required=False)
     parser.add_argument(
         "--compact-every",
         type=int,
@@ -635,23 +624,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="keep a deleted order's tombstone this long (default: %(default)s)",
     )
     add_max_files_argument(parser)
-    add_delta_reader_argument(parser)
 
 
 def settings_from_args(args: argparse.Namespace) -> OrdersSettings:
     return OrdersSettings(
         layout=args.layout,
-        lake=args.lake,
-        source_table=args.source_table,
-        checkpoint=args.checkpoint,
-        trigger=args.trigger,
-        endpoint_url=args.endpoint_url,
-        region=args.region,
+        **common_settings(args),
         compact_every=args.compact_every,
         compact_only=args.compact,
         tombstone_retention=parse_duration(args.tombstone_retention, name="--tombstone-retention"),
         max_files_per_trigger=args.max_files_per_trigger,
-        delta_reader=args.delta_reader,
     )
 
 

@@ -17,7 +17,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from lakestack.demo import LedgerCount, stop_process
 from lakestack.errors import RunFailedError
 
 # Fargate pulls the Locust image and installs the load suite before the task counts as RUNNING.
@@ -27,6 +26,39 @@ _RUN_TASK_BATCH = 10
 STOP_REASON = "lakestack bench: the run is over"
 # A stopped task gets its stop timeout (120 s) to upload its results, then Fargate deprovisions it.
 TASK_STOP_TIMEOUT_S = 5 * 60
+# How long a local Locust has to exit once told to stop (users finish the batch in flight), before it is killed.
+_LOCUST_EXIT_S = 30.0
+
+
+class LedgerCount:
+    """Lines in the ledger files so far, reading only what was appended since the last call."""
+
+    def __init__(self, directory: Path) -> None:
+        self._directory = directory
+        self._offsets: dict[Path, int] = {}
+        self.lines = 0
+
+    def update(self) -> int:
+        for path in self._directory.glob("ledger-*.jsonl"):
+            with path.open("rb") as handle:
+                handle.seek(self._offsets.get(path, 0))
+                chunk = handle.read()
+            # Count whole lines only; a line still being written is counted on a later call.
+            complete = chunk[: chunk.rfind(b"\n") + 1]
+            self._offsets[path] = self._offsets.get(path, 0) + len(complete)
+            self.lines += complete.count(b"\n")
+        return self.lines
+
+
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    """Ask a child to stop (SIGTERM), and kill it if it has not exited within ``_LOCUST_EXIT_S``."""
+    if process.poll() is None:
+        process.terminate()
+    try:
+        process.wait(timeout=_LOCUST_EXIT_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=_LOCUST_EXIT_S)
 
 
 class LoadGenerators(Protocol):

@@ -10,6 +10,7 @@ Adding a pipeline: one module in this package with its plug-in class, and one li
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 from collections import Counter
@@ -19,6 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     import pyarrow as pa
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
@@ -213,6 +216,28 @@ class DemoPipeline(Protocol):
     def start(self, run: RunContext) -> StreamingQuery: ...
 
     def check(self, run: RunContext, loads: Loads) -> dict[str, Any]: ...
+
+
+class JobPipeline:
+    """The start-up the bronze -> silver plug-ins (sales, fraud) share: their job is the module
+    ``jobs.pipelines.<name>``, imported on first use (it loads pyspark), and their query is that module's
+    ``start(spark, settings)`` with the plug-in's :meth:`settings` (the run's common flags, ``run.job_settings``,
+    plus the pipeline's own)."""
+
+    name: ClassVar[str]
+    scenarios: ClassVar[tuple[str, ...]]
+
+    def job(self) -> ModuleType:
+        """The pipeline's job module."""
+        return importlib.import_module(f"jobs.pipelines.{self.name}")
+
+    def settings(self, run: RunContext) -> Any:
+        """The job's settings in this run."""
+        raise NotImplementedError
+
+    def start(self, run: RunContext) -> StreamingQuery:
+        query: StreamingQuery = self.job().start(run.spark, self.settings(run))
+        return query
 
 
 # What a bronze -> silver job counts over its query (its ``read_totals``), as the demo reports them.

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from lakestack.demo_pipelines._base import (
+    JobPipeline,
     Loads,
     RunContext,
     invariant_holds,
@@ -23,8 +24,6 @@ from lakestack.demo_pipelines._base import (
 from lakestack.demo_pipelines._fraud_score import model_figures, rule_figures, silver_figures
 
 if TYPE_CHECKING:
-    from pyspark.sql.streaming import StreamingQuery
-
     from jobs.lake import LakeTable
     from jobs.pipelines.fraud import FraudSettings
 
@@ -33,7 +32,7 @@ if TYPE_CHECKING:
 DEMO_TARGET_FILE_SIZE = 64 * 1024
 
 
-class FraudPipeline:
+class FraudPipeline(JobPipeline):
     """bronze -> ``transactions`` (scored), ``transactions_quarantine``, ``fraud_alerts``."""
 
     name: ClassVar[str] = "fraud"
@@ -43,11 +42,6 @@ class FraudPipeline:
         from jobs.pipelines.fraud import FraudSettings
 
         return FraudSettings(job=run.job_settings(self.name))
-
-    def start(self, run: RunContext) -> StreamingQuery:
-        from jobs.pipelines import fraud
-
-        return fraud.start(run.spark, self.settings(run))
 
     def check(self, run: RunContext, loads: Loads) -> dict[str, Any]:
         from jobs.pipelines import fraud

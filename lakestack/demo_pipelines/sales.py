@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from lakestack.demo_pipelines._base import (
+    JobPipeline,
     Loads,
     RunContext,
     ScenarioLoad,
@@ -29,7 +30,6 @@ from lakestack.report import percentile
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
-    from pyspark.sql.streaming import StreamingQuery
 
     from jobs.pipelines.sales import SalesSettings
 
@@ -41,7 +41,7 @@ _JSON_DDL = (
 _QUERY_RUNS = 2
 
 
-class SalesPipeline:
+class SalesPipeline(JobPipeline):
     """bronze -> silver ``sales``, ``sales_quarantine``, gold ``sales_by_product_minute`` (+ JSON sink)."""
 
     name: ClassVar[str] = "sales"
@@ -51,11 +51,6 @@ class SalesPipeline:
         from jobs.pipelines.sales import SalesSettings
 
         return SalesSettings(job=run.job_settings(self.name), json_sink=f"{run.lake}/sales_json")
-
-    def start(self, run: RunContext) -> StreamingQuery:
-        from jobs.pipelines import sales
-
-        return sales.start(run.spark, self.settings(run))
 
     def check(self, run: RunContext, loads: Loads) -> dict[str, Any]:
         from deltalake import DeltaTable

@@ -10,8 +10,9 @@ import pytest
 from infra.azure.plan import plan_summary, security_posture
 from infra.azure.pricing import estimate_hourly_cost
 from infra.azure.settings import load_azure_settings, parse_azure_settings, throughput_units
-from infra.config import load_any_settings, stack_cloud
+from infra.config import stack_cloud
 from infra.errors import ConfigError
+from infra.settings import load_any_settings
 
 
 def test_azure_dev_stack_settings_read_without_pulumi_cli():

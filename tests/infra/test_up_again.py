@@ -125,7 +125,7 @@ class FlakyStore:
         self.uploaded: list[str] = []
 
     def upload(self, container: str, path: str, data: bytes) -> None:
-        from infra.azure.deploy import NotAuthorized
+        from infra.azure.errors import NotAuthorized
 
         if self.refusals:
             self.refusals -= 1
@@ -149,19 +149,18 @@ class FakeClock:
         self.now += seconds
 
 
-def test_a_403_then_a_200_upload_succeeds_saying_why_it_waited():
+def _upload(store: FlakyStore, clock: FakeClock, say) -> None:
+    """One wheel upload through ``upload_when_authorized`` to ``store``, waiting on ``clock``."""
     from infra.azure.deploy import upload_when_authorized
 
-    store, clock, said = FlakyStore(refusals=2), FakeClock(), []
     upload_when_authorized(
-        store,
-        "artifacts",
-        "jobs/abc/w.whl",
-        b"w",
-        sleep=clock.sleep,
-        monotonic=clock.monotonic,
-        say=said.append,
+        store, "artifacts", "jobs/abc/w.whl", b"w", sleep=clock.sleep, monotonic=clock.monotonic, say=say
     )
+
+
+def test_a_403_then_a_200_upload_succeeds_saying_why_it_waited():
+    store, clock, said = FlakyStore(refusals=2), FakeClock(), []
+    _upload(store, clock, said.append)
     assert store.uploaded == ["artifacts/jobs/abc/w.whl"]
     assert clock.slept == [15.0, 15.0]
     assert said == [
@@ -171,19 +170,9 @@ def test_a_403_then_a_200_upload_succeeds_saying_why_it_waited():
 
 
 def test_a_lasting_403_fails_with_one_line():
-    from infra.azure.deploy import upload_when_authorized
-
     store, clock = FlakyStore(refusals=1000), FakeClock()
     with pytest.raises(DeploymentError) as raised:
-        upload_when_authorized(
-            store,
-            "artifacts",
-            "jobs/abc/w.whl",
-            b"w",
-            sleep=clock.sleep,
-            monotonic=clock.monotonic,
-            say=print,
-        )
+        _upload(store, clock, print)
     assert str(raised.value) == (
         "upload of artifacts/jobs/abc/w.whl still refused (403) after 600 s: check that the identity running "
         "`pulumi up` holds Storage Blob Data Contributor on the artifacts filesystem (role assignment "

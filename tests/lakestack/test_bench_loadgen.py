@@ -117,6 +117,19 @@ RUN_ENV = {
 }
 
 
+def _generators(ecs: FakeEcs, ledger_dir: Path, *, s3: FakeS3 | None = None, sleep=lambda _s: None):
+    """The Fargate generators over stand-in ECS and S3 clients, on a clock that stays at 0."""
+    return FargateLoadGenerators(
+        ecs=ecs,
+        s3=s3 or FakeS3({}),
+        loadgen=LOADGEN,
+        load=LOAD,
+        ledger_dir=ledger_dir,
+        clock=lambda: 0.0,
+        sleep=sleep,
+    )
+
+
 def test_a_run_starts_the_master_then_its_workers_waits_stops_leftovers_and_collects(tmp_path: Path) -> None:
     master = {"cluster": "lk-loadgen", "tasks": ["arn:task/1"]}
     every = {"cluster": "lk-loadgen", "tasks": ["arn:task/1", "arn:task/2", "arn:task/3"]}
@@ -151,15 +164,7 @@ def test_a_run_starts_the_master_then_its_workers_waits_stops_leftovers_and_coll
         }
     )
     sleeps: list[float] = []
-    generators = FargateLoadGenerators(
-        ecs=ecs,
-        s3=s3,
-        loadgen=LOADGEN,
-        load=LOAD,
-        ledger_dir=tmp_path / "ledger",
-        clock=lambda: 0.0,
-        sleep=sleeps.append,
-    )
+    generators = _generators(ecs, tmp_path / "ledger", s3=s3, sleep=sleeps.append)
     ticks = iter([0.0, 0.0, 10.0])
     seen: list[int] = []
 
@@ -217,15 +222,7 @@ def test_a_run_starts_the_master_then_its_workers_waits_stops_leftovers_and_coll
 
 def test_a_master_that_does_not_start_is_one_line_and_no_worker_starts(tmp_path: Path) -> None:
     ecs = FakeEcs([], master_fails=True)
-    generators = FargateLoadGenerators(
-        ecs=ecs,
-        s3=FakeS3({}),
-        loadgen=LOADGEN,
-        load=LOAD,
-        ledger_dir=tmp_path,
-        clock=lambda: 0.0,
-        sleep=lambda _s: None,
-    )
+    generators = _generators(ecs, tmp_path)
 
     with pytest.raises(RunFailedError) as raised:
         drive(generators, ["sales"], budget_s=1.0, on_tick=lambda _n: False)
@@ -241,15 +238,7 @@ def test_a_master_that_does_not_start_is_one_line_and_no_worker_starts(tmp_path:
 def test_a_master_that_stops_while_starting_is_one_line_and_no_worker_starts(tmp_path: Path) -> None:
     stopped = {**_task("arn:task/1", "STOPPED", exit_code=1), "stoppedReason": "CannotPullContainerError"}
     ecs = FakeEcs([[stopped], [stopped]])
-    generators = FargateLoadGenerators(
-        ecs=ecs,
-        s3=FakeS3({}),
-        loadgen=LOADGEN,
-        load=LOAD,
-        ledger_dir=tmp_path,
-        clock=lambda: 0.0,
-        sleep=lambda _s: None,
-    )
+    generators = _generators(ecs, tmp_path)
 
     with pytest.raises(
         RunFailedError,
@@ -270,15 +259,7 @@ def test_a_master_still_running_at_the_deadline_is_stopped_and_noted(tmp_path: P
             [_task("arn:task/1", "STOPPED"), _task("arn:task/2", "STOPPED"), _task("arn:task/3", "STOPPED")],
         ]
     )
-    generators = FargateLoadGenerators(
-        ecs=ecs,
-        s3=FakeS3({}),
-        loadgen=LOADGEN,
-        load=LOAD,
-        ledger_dir=tmp_path,
-        clock=lambda: 0.0,
-        sleep=lambda _s: None,
-    )
+    generators = _generators(ecs, tmp_path)
 
     overran, notes = drive(generators, ["sales"], budget_s=0.0, on_tick=lambda _n: False, clock=lambda: 0.0)
 

@@ -5,39 +5,17 @@ from __future__ import annotations
 import json
 import struct
 
-from lakestack import plots
-from lakestack.reconcile import reconcile
-from lakestack.report import RunReport, markdown_to_html
-from lakestack.timeline import BatchTiming, CostModel, Series, build_timeline
+from report_samples import T0, sample_report, sample_timeline
 
-T0 = 1_800_000_000.0
+from lakestack import plots
+from lakestack.report import markdown_to_html
+from lakestack.timeline import CostModel, build_timeline
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def _timeline(*, stream: bool = False):
-    sent = [T0 + i * 0.1 for i in range(100)]
-    landed = [(t, t + 1.5) for t in sent]
-    batches = [BatchTiming(i, T0 + i, T0 + i + 0.8, 10) for i in range(10)]
-    series = [Series("records put", "records/s", ((0.0, 10.0), (60.0, 0.0)))] if stream else []
-    return build_timeline(
-        sent=sent, landed=landed, batches=batches, cost=CostModel(note="no charges"), stream_metrics=series
-    )
-
-
-def _report(timeline=None) -> RunReport:
-    return RunReport.build(
-        reconcile(["a", "b"], ["a", "b"]),
-        latencies_s=[1.0, 2.0],
-        throughput_eps=2.0,
-        send_rate_eps=2.0,
-        table_uri="s3://lake/bronze/events",
-        files=1,
-        table_version=1,
-        micro_batches=1,
-        duration_s=3.0,
-        started_at="2027-01-15T08:00:00+00:00",
-        timeline=timeline,
-    )
+    return sample_timeline(stream=stream, cost=CostModel(note="no charges"))
 
 
 def _png_size(data: bytes) -> tuple[int, int]:
@@ -66,13 +44,13 @@ def test_markdown_subset_becomes_html():
 
 
 def test_the_one_line_json_leaves_the_timeline_out():
-    data = _report(_timeline()).to_dict()
+    data = sample_report(_timeline()).to_dict()
     assert "timeline" not in data
     assert (data["events_landed"], data["ok"]) == (2, True)
 
 
 def test_write_renders_four_plots_on_a_run_that_cost_nothing_and_embeds_them_in_the_html(tmp_path):
-    json_path, md_path = _report(_timeline()).write(tmp_path)
+    json_path, md_path = sample_report(_timeline()).write(tmp_path)
     names = ["latency", "backlog", "sent_landed", "batches"]
     for name in names:
         assert _png_size((tmp_path / "plots" / f"{name}.png").read_bytes()) == (880, 462)
@@ -94,14 +72,14 @@ def test_a_run_that_cost_something_gets_its_cost_plot(tmp_path):
     timeline = build_timeline(
         sent=sent, landed=[(t, t + 1.5) for t in sent], cost=CostModel(hourly_usd=0.84, note="list prices")
     )
-    json_path, _ = _report(timeline).write(tmp_path)
+    json_path, _ = sample_report(timeline).write(tmp_path)
     assert json.loads(json_path.read_text())["plots"][-1] == "plots/cost.png"
     # 12 one-second intervals at 0.84 USD/h.
     assert '<div class="value">0.0028 USD</div>' in (tmp_path / "report.html").read_text()
 
 
 def test_stream_metrics_add_a_sixth_plot(tmp_path):
-    json_path, _ = _report(_timeline(stream=True)).write(tmp_path)
+    json_path, _ = sample_report(_timeline(stream=True)).write(tmp_path)
     assert json.loads(json_path.read_text())["plots"][-1] == "plots/stream.png"
     width, height = _png_size((tmp_path / "plots" / "stream.png").read_bytes())
     assert (width, height) == (880, 330)
@@ -109,7 +87,7 @@ def test_stream_metrics_add_a_sixth_plot(tmp_path):
 
 def test_without_matplotlib_the_report_says_how_to_get_plots(tmp_path, monkeypatch):
     monkeypatch.setattr(plots, "plots_available", lambda: False)
-    json_path, md_path = _report(_timeline()).write(tmp_path)
+    json_path, md_path = sample_report(_timeline()).write(tmp_path)
     assert "Not drawn: matplotlib is missing (`pip install 'lakestack[report]'`)." in md_path.read_text()
     assert json.loads(json_path.read_text())["plots"] == []
     assert not (tmp_path / "plots").exists()
@@ -120,6 +98,6 @@ def test_without_matplotlib_the_report_says_how_to_get_plots(tmp_path, monkeypat
 
 
 def test_a_run_without_a_timeline_has_no_plot_section(tmp_path):
-    _, md_path = _report().write(tmp_path)
+    _, md_path = sample_report().write(tmp_path)
     assert "## Plots" not in md_path.read_text()
     assert (tmp_path / "report.html").is_file()

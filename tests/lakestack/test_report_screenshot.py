@@ -6,37 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from report_samples import sample_report, sample_timeline
 
-from lakestack.reconcile import reconcile
-from lakestack.report import RunReport
 from lakestack.report_screenshot import BROWSERS, find_browser, main, screenshot
-from lakestack.timeline import BatchTiming, build_timeline
 
-T0 = 1_800_000_000.0
 BROWSER = find_browser()
 
 
 def _report_page(directory: Path) -> Path:
-    sent = [T0 + i * 0.1 for i in range(100)]
-    timeline = build_timeline(
-        sent=sent,
-        landed=[(t, t + 1.5) for t in sent],
-        batches=[BatchTiming(i, T0 + i, T0 + i + 0.8, 10) for i in range(10)],
-    )
-    report = RunReport.build(
-        reconcile(["a", "b"], ["a", "b"]),
-        latencies_s=[1.0, 2.0],
-        throughput_eps=2.0,
-        send_rate_eps=2.0,
-        table_uri="s3://lake/bronze/events",
-        files=1,
-        table_version=1,
-        micro_batches=10,
-        duration_s=3.0,
-        started_at="2027-01-15T08:00:00+00:00",
-        timeline=timeline,
-        pipelines={"ingest": {"ok": True, "rows": 2}},
-    )
+    report = sample_report(sample_timeline(), micro_batches=10, pipelines={"ingest": {"ok": True, "rows": 2}})
     report.write(directory, settings={"command": "lakestack demo"})
     return directory / "report.html"
 
