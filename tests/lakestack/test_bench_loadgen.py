@@ -270,3 +270,44 @@ def test_a_master_still_running_at_the_deadline_is_stopped_and_noted(tmp_path: P
         "arn:task/3",
     ]
     assert notes == ["Locust master (sales) was still running at the end of the load: stopped"]
+
+
+class ShortEcs(FakeEcs):
+    """Starts one worker fewer than asked, as ECS does when a subnet runs out of addresses."""
+
+    def run_task(self, **kwargs: Any) -> dict[str, Any]:
+        reply = super().run_task(**kwargs)
+        if kwargs["taskDefinition"] == "arn:td/worker:3":
+            return {"tasks": reply["tasks"][:-1], "failures": [{"reason": "RESOURCE:ENI"}]}
+        return reply
+
+
+def test_workers_of_a_partly_started_batch_are_stopped_with_the_master(tmp_path: Path) -> None:
+    running = [_task("arn:task/1", "RUNNING"), _task("arn:task/2", "RUNNING")]
+    stopped = [_task("arn:task/1", "STOPPED"), _task("arn:task/2", "STOPPED")]
+    ecs = ShortEcs([[_task("arn:task/1", "RUNNING", ip="10.0.1.7")], running, stopped])
+    generators = _generators(ecs, tmp_path)
+
+    with pytest.raises(
+        RunFailedError, match=r"^ECS did not start the Locust worker for sales .*RESOURCE:ENI"
+    ):
+        drive(generators, ["sales"], budget_s=1.0, on_tick=lambda _n: False)
+
+    # The worker that did start (arn:task/2) is running and billed: it is stopped with the master.
+    assert [c[1]["task"] for c in ecs.calls if c[0] == "stop_task"] == ["arn:task/1", "arn:task/2"]
+
+
+def test_a_results_key_that_leaves_the_run_folder_is_refused(tmp_path: Path) -> None:
+    prefix = "loadgen/20261127T050000Z-dev/sales/"
+    s3 = FakeS3({prefix + "worker-1/../../../../escaped.txt": b"x", prefix + "worker-1/a.txt": b"y"})
+    generators = _generators(FakeEcs([]), tmp_path / "ledgers", s3=s3)
+    generators.masters["sales"] = "arn:task/1"
+    run_dir = tmp_path / "run"
+
+    with pytest.raises(
+        RunFailedError, match=r"key leaves the run folder: s3://lk-logs/loadgen/.*/escaped\.txt"
+    ):
+        generators.collect(run_dir)
+
+    assert not (tmp_path / "escaped.txt").exists()
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == []
