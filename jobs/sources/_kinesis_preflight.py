@@ -28,10 +28,12 @@ def check_kinesis_stream(
 ) -> int:
     """Check that the stream exists and that these credentials may read it; return its open shard count.
 
-    Four calls, the ones the source itself makes: DescribeStreamSummary, ListShards (one shard),
-    GetShardIterator at LATEST and GetRecords there (nothing to read, so nothing is read). Missing
-    credentials, a wrong name or region, a missing permission (kms:Decrypt on an encrypted stream included)
-    and an emulator that is not running are reported in a second, before Spark starts.
+    Three calls, the ones the source's planner makes before any executor reads: DescribeStreamSummary,
+    ListShards (one shard) and GetShardIterator at LATEST. Missing credentials, a wrong name or region, a
+    missing describe/list/iterator permission and an emulator that is not running are reported in a second,
+    before Spark starts. No GetRecords: the driver side of the job never reads records (the executors do,
+    with their own credentials), so a missing kinesis:GetRecords or kms:Decrypt is reported by the first
+    executor read, as one error naming the stream, the shard and the permission.
 
     Raises:
         StreamNotFoundError: no such stream in that region (exit 2).
@@ -69,10 +71,9 @@ def check_kinesis_stream(
     shards = call(lambda: client.list_shards(StreamName=stream_name, MaxResults=1))["Shards"]
     if shards:
         shard_id = shards[0]["ShardId"]
-        iterator = call(
+        call(
             lambda: client.get_shard_iterator(
                 StreamName=stream_name, ShardId=shard_id, ShardIteratorType="LATEST"
             )
-        )["ShardIterator"]
-        call(lambda: client.get_records(ShardIterator=iterator, Limit=1))
+        )
     return int(summary.get("OpenShardCount", len(shards)))

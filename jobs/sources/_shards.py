@@ -18,9 +18,10 @@ from typing import Any
 
 from jobs._aws import error_code, http_status
 from jobs._retry import RetryPolicy
-from jobs.sources._client import EXPIRED_CODES, CallStats, call_with_retry, epoch_micros
+from jobs.errors import one_line
+from jobs.sources._client import ACCESS_CODES, EXPIRED_CODES, CallStats, call_with_retry, epoch_micros
 from jobs.sources._offsets import ShardInfo, ShardPosition, StartPosition
-from jobs.sources.errors import DataLossError, KinesisReadError
+from jobs.sources.errors import DataLossError, KinesisReadError, StreamAccessError
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,30 @@ MAX_EMPTY_POLLS_BEHIND = 20
 # Probe the trim horizon only when the last record read is this close to expiring: it costs two calls.
 EXPIRY_MARGIN_MS = 10 * 60 * 1000
 MAX_ITERATOR_REFRESHES = 50
+
+
+def refused(error: BaseException, *, stream: str, shard_id: str, action: str) -> None:
+    """Raise :class:`StreamAccessError` when ``error`` says the credentials may not make ``action`` on the shard.
+
+    The job's preflight runs on the driver and makes no GetRecords call, so a missing kinesis:GetRecords (or
+    kms:Decrypt on an encrypted stream) first shows here, on an executor, whose credentials may also differ
+    from the driver's (an EMR instance profile): the message names the stream, the shard and the permission.
+    Any other error returns, for the caller to re-raise.
+    """
+    code = error_code(error)
+    if code not in ACCESS_CODES:
+        return
+    if code.startswith("KMS"):
+        need = "kms:Decrypt on the stream's KMS key (and the key enabled and usable)"
+    elif code == "AccessDeniedException":
+        need = f"kinesis:{action} on the stream"
+    else:
+        need = f"valid credentials with kinesis:{action} on the stream"
+    raise StreamAccessError(
+        f"could not read Kinesis stream {stream!r} shard {shard_id}: {action} was refused with {code} "
+        f"({one_line(error)}). Expected the credentials the executors run with to allow {need}; grant it "
+        "(on EMR to the cluster's EC2 instance profile role) and rerun the job."
+    ) from error
 
 
 def list_shards(
@@ -148,14 +173,18 @@ class ShardReader:
             )
         else:
             kwargs.update(ShardIteratorType="TRIM_HORIZON")
-        response = call_with_retry(
-            lambda: self._client.get_shard_iterator(**kwargs),
-            what=f"GetShardIterator on stream {self._stream!r} shard {shard_id}",
-            policy=self._policy,
-            stats=stats,
-            rng=self._rng,
-            sleep=self._sleep,
-        )
+        try:
+            response = call_with_retry(
+                lambda: self._client.get_shard_iterator(**kwargs),
+                what=f"GetShardIterator on stream {self._stream!r} shard {shard_id}",
+                policy=self._policy,
+                stats=stats,
+                rng=self._rng,
+                sleep=self._sleep,
+            )
+        except Exception as error:
+            refused(error, stream=self._stream, shard_id=shard_id, action="GetShardIterator")
+            raise
         return str(response["ShardIterator"])
 
     def _check_expiry(self, shard_id: str, position: ShardPosition, result: ShardRead) -> bool:
@@ -166,14 +195,18 @@ class ShardReader:
         if self._now_ms() - int(last_ms) < self._retention_ms - EXPIRY_MARGIN_MS:
             return False
         iterator = self._iterator(shard_id, ShardPosition(), result.stats)
-        response = call_with_retry(
-            lambda: self._client.get_records(ShardIterator=iterator, Limit=1),
-            what=f"GetRecords (trim-horizon probe) on stream {self._stream!r} shard {shard_id}",
-            policy=self._policy,
-            stats=result.stats,
-            rng=self._rng,
-            sleep=self._sleep,
-        )
+        try:
+            response = call_with_retry(
+                lambda: self._client.get_records(ShardIterator=iterator, Limit=1),
+                what=f"GetRecords (trim-horizon probe) on stream {self._stream!r} shard {shard_id}",
+                policy=self._policy,
+                stats=result.stats,
+                rng=self._rng,
+                sleep=self._sleep,
+            )
+        except Exception as error:
+            refused(error, stream=self._stream, shard_id=shard_id, action="GetRecords")
+            raise
         records = response.get("Records", [])
         if not records or int(records[0]["SequenceNumber"]) <= int(seq):
             return False
@@ -320,6 +353,7 @@ class _ShardWalk:
             )
         except Exception as error:
             if error_code(error) not in EXPIRED_CODES:
+                refused(error, stream=reader._stream, shard_id=self.shard_id, action="GetRecords")
                 raise
             if self.result.stats.iterator_refreshes >= MAX_ITERATOR_REFRESHES:
                 raise KinesisReadError(

@@ -100,3 +100,31 @@ class ThrottledOnce:
 
 def build_throttled_once(service: str, *, region: str, endpoint_url: str | None):
     return ThrottledOnce(boto3.client(service, region_name=region, endpoint_url=endpoint_url))
+
+
+class NoGetRecords:
+    """Credentials without kinesis:GetRecords: every GetRecords is refused as IAM refuses it."""
+
+    def __init__(self, real) -> None:
+        self._real = real
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def get_records(self, **kwargs):
+        raise ClientError(
+            {
+                "Error": {
+                    "Code": "AccessDeniedException",
+                    "Message": "User: arn:aws:sts::123456789012:assumed-role/emr-ec2/i-0 is not authorized to "
+                    "perform: kinesis:GetRecords because no identity-based policy allows the "
+                    "kinesis:GetRecords action",
+                },
+                "ResponseMetadata": {"HTTPStatusCode": 400},
+            },
+            "GetRecords",
+        )
+
+
+def build_no_get_records(service: str, *, region: str, endpoint_url: str | None):
+    return NoGetRecords(boto3.client(service, region_name=region, endpoint_url=endpoint_url))

@@ -11,11 +11,12 @@ import datetime as dt
 import json
 
 import pytest
+from botocore.exceptions import ClientError
 
 from jobs._store import CheckpointStore
 from jobs.sources._offsets import ShardPosition, StartPosition, StreamOffset
 from jobs.sources._shards import ShardReader
-from jobs.sources.errors import DataLossError
+from jobs.sources.errors import DataLossError, StreamAccessError
 from jobs.sources.kinesis_ranges import (
     Limits,
     PlannedBatch,
@@ -365,3 +366,43 @@ def test_a_fresh_querys_empty_first_batch_takes_batch_id_0_and_the_next_plan_is_
     assert metrics["mean_arrival_at"] == round(stream.arrival.timestamp() + 0.001, 4)
     (empty,) = read_source_metrics(str(checkpoint), batch_id=0)
     assert (empty["batch_id"], empty["records"], empty["read"]) == (0, 0, [])
+
+
+class Refused(OneShard):
+    """Credentials that may get an iterator but not the records (or not decrypt them)."""
+
+    def __init__(self, code: str) -> None:
+        super().__init__(5)
+        self.code = code
+
+    def get_records(self, ShardIterator, Limit):
+        self.get_records_calls += 1
+        raise ClientError(
+            {"Error": {"Code": self.code, "Message": "refused"}, "ResponseMetadata": {"HTTPStatusCode": 400}},
+            "GetRecords",
+        )
+
+
+@pytest.mark.parametrize(
+    "code,permission",
+    [
+        ("AccessDeniedException", "kinesis:GetRecords on the stream"),
+        ("KMSAccessDeniedException", "kms:Decrypt on the stream's KMS key"),
+    ],
+)
+def test_a_refused_get_records_is_one_access_error_naming_stream_shard_and_permission(
+    tmp_path, code, permission
+):
+    client = Refused(code)
+    log = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=100)
+    with pytest.raises(StreamAccessError) as info:
+        _read_from_start(client, log, Limits(100, 10**6, 10.0), batch=0)
+    message = str(info.value)
+    assert message.startswith(
+        f"could not read Kinesis stream 's' shard {SHARD}: GetRecords was refused with {code} (An error occurred"
+    )
+    assert f"allow {permission}" in message
+    assert "\n" not in message
+    # Refused at once (no retries: a permission does not come back by itself), and no range was recorded.
+    assert client.get_records_calls == 1
+    assert log.read(0, SHARD) is None

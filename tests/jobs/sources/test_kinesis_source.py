@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 from moto.kinesis import models as moto_kinesis
 
-from jobs.sources import SourceSettingsError, read_kinesis_stream, read_source_metrics
+from jobs.sources import SourceSettingsError, check_kinesis_stream, read_kinesis_stream, read_source_metrics
 
 
 def _open_shard_for_key(self, partition_key, explicit_hash_key):
@@ -172,6 +172,18 @@ def test_reads_every_record_once_with_capped_batches(spark, moto_endpoint, kines
     _put(kinesis, unique_name, _events(300, 340))
     run.drain()
     assert sorted(int(r["data"]) for r in run.rows()) == list(range(340))
+
+
+NO_GET_RECORDS = f"{Path(__file__).with_name('flaky_kinesis.py')}:build_no_get_records"
+
+
+def test_the_preflight_checks_the_stream_without_reading_records(moto_endpoint, kinesis, unique_name):
+    # Credentials without kinesis:GetRecords pass the driver-side check: it makes no GetRecords call.
+    _create_stream(kinesis, unique_name)
+    found = check_kinesis_stream(
+        unique_name, region="us-east-1", endpoint_url=moto_endpoint, client_factory=NO_GET_RECORDS
+    )
+    assert found == 4
 
 
 def test_missing_stream_names_stream_and_region(spark, moto_endpoint, unique_name, tmp_path):
