@@ -7,6 +7,7 @@ metrics) is a handful of small JSON files: this is the one place that lists, rea
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,10 @@ def is_supported(uri: str) -> bool:
     return scheme in ("", "file", "s3", "s3a") or len(scheme) == 1
 
 
+# How often a put-if-absent is asked again while S3 says another conditional PUT of the name is in flight.
+_CONFLICT_RETRIES = 8
+
+
 class CheckpointStore:
     """List/read/write/delete of small files under a checkpoint: a local directory or an s3:// prefix.
 
@@ -40,7 +45,10 @@ class CheckpointStore:
         s3_client: builds the S3 client, called only for an s3:// root.
     """
 
-    def __init__(self, root: str, s3_client: S3ClientFactory) -> None:
+    def __init__(
+        self, root: str, s3_client: S3ClientFactory, *, sleep: Callable[[float], None] = time.sleep
+    ) -> None:
+        self._sleep = sleep
         if not is_supported(root):
             # Never fall through to a local path: "abfss://..." would become a folder named "abfss:" here.
             raise SettingsError(
@@ -115,15 +123,23 @@ class CheckpointStore:
             finally:
                 tmp.unlink(missing_ok=True)
             return True
-        try:
-            self._client_factory().put_object(
-                Bucket=self._bucket, Key=self._key(rel), Body=text.encode("utf-8"), IfNoneMatch="*"
-            )
-        except Exception as error:
-            if error_code(error) in ("PreconditionFailed", "412", "ConditionalRequestConflict"):
-                return False
-            raise
-        return True
+        # 412: the name exists, another writer won. 409 (ConditionalRequestConflict): another conditional PUT of
+        # the name is still in flight and neither has won yet; asked again, S3 answers 200 or 412.
+        for attempt in range(_CONFLICT_RETRIES + 1):
+            try:
+                self._client_factory().put_object(
+                    Bucket=self._bucket, Key=self._key(rel), Body=text.encode("utf-8"), IfNoneMatch="*"
+                )
+            except Exception as error:
+                code = error_code(error)
+                if code in ("PreconditionFailed", "412"):
+                    return False
+                if code == "ConditionalRequestConflict" and attempt < _CONFLICT_RETRIES:
+                    self._sleep(min(0.1 * 2**attempt, 2.0))
+                    continue
+                raise
+            return True
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def delete(self, rel: str) -> None:
         """Remove ``rel``; a file that is already gone is fine."""

@@ -182,13 +182,15 @@ class RangeLog:
     def create(self, record: RangeRecord) -> RangeRecord:
         """Record ``record`` unless its batch and shard have one already; returns the one that holds."""
         name = range_name(record.batch, record.shard)
-        if self._store.create(name, record.to_text()):
-            return record
-        text = self._store.read_if_exists(name)
-        if text is None:  # removed in between (only by retention of a long-gone batch): ours stands
-            self._store.write(name, record.to_text())
-            return record
-        return RangeRecord.from_text(text)
+        for _ in range(3):
+            if self._store.create(name, record.to_text()):
+                return record
+            text = self._store.read_if_exists(name)
+            if text is not None:
+                return RangeRecord.from_text(text)
+            # Removed in between (only by retention of a long-gone batch): put-if-absent again, never a plain
+            # write, so a record another attempt holds is never replaced.
+        raise OSError(f"could not record {name}: it was created and removed three times while this task ran.")
 
     def overwrite(self, record: RangeRecord) -> None:
         self._store.write(range_name(record.batch, record.shard), record.to_text())
@@ -206,7 +208,9 @@ class RangeLog:
         self._kept.setdefault(planned.batch, set()).update(
             range_name(planned.batch, s).rsplit("/", 1)[-1] for s in planned.read
         )
-        oldest_kept = planned.batch - self._retain + 1
+        # The batch before the planned one stays whatever the setting: a restart whose offset log ends at it
+        # (the planned batch never logged) reads its ranges to know where the next batch starts.
+        oldest_kept = planned.batch - max(self._retain, 2) + 1
         for batch in sorted(b for b in self._kept if b < oldest_kept):
             for name in sorted(self._kept.pop(batch)):
                 self._store.delete(f"{RANGES_DIR}/{name}")

@@ -197,3 +197,52 @@ def test_a_checkpoint_the_kit_cannot_reach_is_said_so_and_never_becomes_a_local_
     with pytest.raises(SettingsError, match=r"expected a local path, file:// or s3:// location .* 'abfss'"):
         CheckpointStore(checkpoint, _no_s3)
     assert list(tmp_path.iterdir()) == []
+
+
+class _ConditionalS3:
+    """put_object with IfNoneMatch as S3 answers it: ``answers`` in order (an error code, or None for 200)."""
+
+    def __init__(self, answers: list[str | None]) -> None:
+        self.answers = answers
+        self.puts = 0
+
+    def put_object(self, **kwargs):
+        from botocore.exceptions import ClientError
+
+        assert kwargs["IfNoneMatch"] == "*" and kwargs["Key"] == "prefix/sources/x/a.json"
+        self.puts += 1
+        code = self.answers.pop(0)
+        if code is not None:
+            raise ClientError({"Error": {"Code": code, "Message": code}}, "PutObject")
+        return {}
+
+
+@pytest.mark.parametrize(
+    ("answers", "created", "puts", "sleeps"),
+    [
+        ([None], True, 1, []),
+        (["PreconditionFailed"], False, 1, []),
+        # 409: another conditional PUT of the name is in flight; asked again until S3 says who won.
+        (["ConditionalRequestConflict", "ConditionalRequestConflict", None], True, 3, [0.1, 0.2]),
+        (["ConditionalRequestConflict", "PreconditionFailed"], False, 2, [0.1]),
+    ],
+)
+def test_put_if_absent_on_s3_asks_again_while_another_conditional_put_is_in_flight(
+    answers, created, puts, sleeps
+):
+    s3 = _ConditionalS3(answers)
+    slept: list[float] = []
+    store = CheckpointStore("s3://bucket/prefix", lambda: s3, sleep=slept.append)
+    assert store.create("sources/x/a.json", "{}") is created
+    assert (s3.puts, slept) == (puts, sleeps)
+
+
+def test_put_if_absent_gives_up_on_a_lasting_conflict_with_s3s_error():
+    from botocore.exceptions import ClientError
+
+    s3 = _ConditionalS3(["ConditionalRequestConflict"] * 9)
+    slept: list[float] = []
+    store = CheckpointStore("s3://bucket/prefix", lambda: s3, sleep=slept.append)
+    with pytest.raises(ClientError, match="ConditionalRequestConflict"):
+        store.create("sources/x/a.json", "{}")
+    assert (s3.puts, slept) == (9, [0.1, 0.2, 0.4, 0.8, 1.6, 2.0, 2.0, 2.0])

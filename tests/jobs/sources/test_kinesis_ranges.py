@@ -230,6 +230,38 @@ def test_range_records_are_kept_for_the_newest_batches_only(tmp_path):
     assert range_batch("batch-x.json") is None
 
 
+def test_a_retention_of_one_batch_still_keeps_the_batch_before_the_planned_one(tmp_path):
+    # A restart whose offset log ends at batch 3 (batch 4 planned, never logged) reads batch 3's ranges.
+    log = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=1)
+    for batch in range(5):
+        log.planned(_planned(batch, ShardPosition()))
+        log.create(_record(batch))
+    names = sorted(p.name for p in (tmp_path / "sources/kinesis/ranges").iterdir())
+    assert [range_batch(n) for n in names] == [3, 4]
+
+
+def test_a_range_removed_between_a_lost_race_and_its_read_is_put_if_absent_again(tmp_path):
+    store = CheckpointStore(str(tmp_path), lambda: None)
+    answers = iter([False, True])
+    calls: list[str] = []
+
+    def create(name, text):
+        calls.append(f"create {name}")
+        return next(answers)
+
+    def read_if_exists(name):
+        calls.append(f"read {name}")
+        return None
+
+    store.create = create  # type: ignore[method-assign]
+    store.read_if_exists = read_if_exists  # type: ignore[method-assign]
+    store.write = lambda name, text: calls.append(f"write {name}")  # type: ignore[method-assign]
+    record = _record(7)
+    assert RangeLog(store, retain=100).create(record) == record
+    name = range_name(7, record.shard)
+    assert calls == [f"create {name}", f"read {name}", f"create {name}"]
+
+
 class Stream(OneShard):
     """The one-shard fake as the planner sees a stream too (summary, listing); records arrived just now, so
     no read probes the trim horizon for expired records."""
