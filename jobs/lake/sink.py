@@ -163,7 +163,9 @@ def _frame_writer(
 
             frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            if skip_empty and frame.isEmpty():
+            # count(), not isEmpty(): isEmpty takes one partition, then more, job after job, and a Kinesis
+            # partition is a shard's read; count reads every shard in one job and caches them for the write.
+            if skip_empty and frame.count() == 0:
                 _skipped(table_uri, app_id, batch_id, started, timings, why="no rows")
                 return
             result = with_retries(
