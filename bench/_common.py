@@ -33,7 +33,9 @@ class PeakRss:
     Each process gets a role (``role``; None leaves it out), each role a kind (``kind``; the role itself by
     default). Kept: ``peak`` (RSS summed over the counted processes), ``breakdown`` (RSS per kind) and ``roles``
     (processes and RSS per role) at that peak, ``peaks`` (each kind's own peak, over the samples), and with
-    ``pss`` the peak of the summed PSS (shared pages divided among the processes that map them).
+    ``pss`` the peak of the summed PSS (shared pages divided among the processes that map them) and
+    ``peaks_pss`` (each kind's own peak PSS). With ``cpu``, :attr:`cpu_seconds` gives the CPU seconds (user +
+    system) each role's processes had used at their last sample.
     """
 
     def __init__(
@@ -43,8 +45,13 @@ class PeakRss:
         kind: Callable[[str], str] | None = None,
         interval_s: float = 0.2,
         pss: bool = False,
+        cpu: bool = False,
     ) -> None:
         self._role, self._kind, self._interval_s, self._pss = role, kind or (lambda r: r), interval_s, pss
+        self._cpu = cpu
+        self.peaks_pss: dict[str, int] = {}
+        # pid -> (role, CPU seconds at its last sample): a process that ended keeps its last figure.
+        self._cpu_seen: dict[int, tuple[str, float]] = {}
         self.peak = self.peak_pss = 0
         self.breakdown: dict[str, int] = {}
         self.roles: dict[str, tuple[int, int]] = {}
@@ -61,6 +68,7 @@ class PeakRss:
     def _sample(self, me: psutil.Process) -> None:
         total, total_pss = 0, 0
         parts: dict[str, int] = {}
+        parts_pss: dict[str, int] = {}
         roles: dict[str, tuple[int, int]] = {}
         for process in [me, *me.children(recursive=True)]:
             try:
@@ -72,9 +80,14 @@ class PeakRss:
                     total_pss += memory.pss
                 else:
                     memory = process.memory_info()
+                if self._cpu:
+                    times = process.cpu_times()
+                    self._cpu_seen[process.pid] = (role, times.user + times.system)
             except psutil.Error:
                 continue
             kind = self._kind(role)
+            if self._pss:
+                parts_pss[kind] = parts_pss.get(kind, 0) + memory.pss
             parts[kind] = parts.get(kind, 0) + memory.rss
             count, size = roles.get(role, (0, 0))
             roles[role] = (count + 1, size + memory.rss)
@@ -84,6 +97,16 @@ class PeakRss:
         self.peak_pss = max(self.peak_pss, total_pss)
         for kind, size in parts.items():
             self.peaks[kind] = max(self.peaks.get(kind, 0), size)
+        for kind, size in parts_pss.items():
+            self.peaks_pss[kind] = max(self.peaks_pss.get(kind, 0), size)
+
+    @property
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU seconds per role (with ``cpu``): each process's last sample, summed over the role's processes."""
+        found: dict[str, float] = {}
+        for role, seconds in self._cpu_seen.values():
+            found[role] = found.get(role, 0.0) + seconds
+        return found
 
     def __enter__(self) -> PeakRss:
         self._thread.start()

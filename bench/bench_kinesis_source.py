@@ -9,10 +9,13 @@ so this is meant to be near 0), and the peak PSS of the driver (its Python and i
 
 The bare loop reads every shard in a thread of its own and keeps to the per-shard read quota the source keeps
 to (5 GetRecords/s and 2 MB/s per shard), so the ratio compares like with like; ``--bare-unpaced`` measures
-the emulator's raw speed instead. The planner's CPU is sampled every 0.2 s (its last sample counts).
+the emulator's raw speed instead. Each stream is filled once and drained by both masters (reads do not
+consume it). Memory and the planner's CPU are sampled every 0.2 s by bench/_common.py's PeakRss (a
+process's last sample counts for its CPU).
 
     .venv/bin/python bench/bench_kinesis_source.py                      # 100k records per stream
     .venv/bin/python bench/bench_kinesis_source.py --records 1000000    # the issue's backlog (long here)
+    .venv/bin/python bench/bench_kinesis_source.py --records 200000 --records-for 1=1000000
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
 import boto3
 import psutil
+
+from bench._common import PeakRss, load_average_line
 
 REGION = "us-east-1"
 MASTERS = ("local[2]", "local-cluster[2,1,1024]")
@@ -115,103 +120,103 @@ def bare_loop(endpoint: str, stream: str, paced: bool) -> tuple[int, float]:
     return sum(counts), time.perf_counter() - began
 
 
-class Sampler:
-    """Peak PSS per role (driver: this Python + the driver JVM; each executor: its JVM + Python workers) and
-    the CPU seconds of the source's planner process(es), sampled every 0.2 s over this process's tree."""
-
-    def __init__(self) -> None:
-        self.peak: dict[str, int] = {}
-        self.planner_cpu: dict[int, float] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _role(self, proc: psutil.Process, chain: list[psutil.Process]) -> str:
-        for p in chain:
-            if any("CoarseGrainedExecutorBackend" in part for part in p.cmdline()):
-                return f"executor {p.pid}"
-        return "driver"
-
-    def _run(self) -> None:
-        me = psutil.Process()
-        while not self._stop.is_set():
-            now: dict[str, int] = {}
-            for proc in [me, *me.children(recursive=True)]:
-                try:
-                    argv = " ".join(proc.cmdline())
-                    if "--bare" in argv:
-                        continue
-                    if PLANNER_MODULE in argv:
-                        cpu = proc.cpu_times()
-                        self.planner_cpu[proc.pid] = cpu.user + cpu.system
-                    role = self._role(proc, [proc, *proc.parents()])
-                    now[role] = now.get(role, 0) + proc.memory_full_info().pss
-                except psutil.Error:
-                    continue
-            for role, size in now.items():
-                self.peak[role] = max(self.peak.get(role, 0), size)
-            self._stop.wait(0.2)
-
-    def __enter__(self) -> Sampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
+def role(process: psutil.Process, _me: psutil.Process) -> str:
+    """``planner`` (the source's Python process on the driver host), ``executor <pid>`` (an executor JVM and its
+    Python workers) or ``driver`` (this Python and the driver JVM; in local[2] its Python workers too)."""
+    if PLANNER_MODULE in " ".join(process.cmdline()):
+        return "planner"
+    for p in [process, *process.parents()]:
+        if any("CoarseGrainedExecutorBackend" in part for part in p.cmdline()):
+            return f"executor {p.pid}"
+    return "driver"
 
 
-def drain(spark, stream: str, endpoint: str, workdir: Path, cap: int) -> tuple[int, float]:
+def kind(role_name: str) -> str:
+    # The planner runs on the driver's host, for the driver: its memory is the driver's.
+    return "driver" if role_name == "planner" else role_name
+
+
+def drain(
+    spark, stream: str, endpoint: str, workdir: Path, cap: int, *, sampler: PeakRss | None = None
+) -> dict:
+    """Drain ``stream`` with the source: records, seconds, batches, and (with ``sampler``) the planner's CPU
+    seconds when the first batch was planned (its start-up: imports, first listing) and at the end."""
     from jobs.sources import read_kinesis_stream, read_source_metrics
 
-    checkpoint = str(workdir / f"ck-{stream}")
+    checkpoint = workdir / f"ck-{stream}"
     began = time.perf_counter()
     df = read_kinesis_stream(
         spark,
         stream_name=stream,
         region=REGION,
-        checkpoint_location=checkpoint,
+        checkpoint_location=str(checkpoint),
         endpoint_url=endpoint,
         max_records_per_shard=cap,
+        batches_to_retain=100_000,  # every batch's metrics kept: their records are the drain's count
     )
-    query = df.writeStream.format("noop").option("checkpointLocation", checkpoint).start()
+    query = df.writeStream.format("noop").option("checkpointLocation", str(checkpoint)).start()
+    startup_cpu = None
     try:
+        if sampler is not None:
+            metrics = checkpoint / "sources" / "kinesis" / "metrics"
+            while query.isActive and not (metrics.is_dir() and any(metrics.iterdir())):
+                time.sleep(0.05)
+            time.sleep(0.25)  # one more sample of the planner
+            startup_cpu = sampler.cpu_seconds.get("planner", 0.0)
         query.processAllAvailable()
     finally:
         query.stop()
     elapsed = time.perf_counter() - began
-    return sum(m["records"] for m in read_source_metrics(checkpoint)), elapsed
+    found = read_source_metrics(str(checkpoint))
+    return {
+        "records": sum(m["records"] for m in found),
+        "seconds": elapsed,
+        "batches": sum(1 for m in found if m["records"]),
+        "planner_startup_cpu_s": startup_cpu,
+        "planner_cpu_s": sampler.cpu_seconds.get("planner", 0.0) if sampler is not None else None,
+    }
 
 
 def one_master(args: argparse.Namespace) -> None:
-    """The runs of one master, in a process of its own (one Spark application per master)."""
+    """The runs of one master, in a process of its own (one Spark application per master), over the streams
+    the parent filled."""
     from jobs.session import build_session
 
-    client = boto3.client("kinesis", region_name=REGION, endpoint_url=args.endpoint)
+    streams = json.loads(args.streams)
     spark = build_session("bench-kinesis-source", master=args.master)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        warm = f"warm-{time.monotonic_ns()}"
-        fill(client, warm, 1, 5_000, args.record_bytes)
-        drain(spark, warm, args.endpoint, Path(tmp), args.max_records_per_shard)
+        drain(spark, streams["warm"]["name"], args.endpoint, Path(tmp), args.max_records_per_shard)
         for shards in SHARDS:
-            stream = f"bench-{shards}-{time.monotonic_ns()}"
-            nbytes = fill(client, stream, shards, args.records, args.record_bytes)
-            bare_n, bare_s = bare_loop(args.endpoint, stream, not args.bare_unpaced)
-            with Sampler() as sampler:
-                n, seconds = drain(spark, stream, args.endpoint, Path(tmp), args.max_records_per_shard)
-            if n != args.records or bare_n != args.records:
-                raise SystemExit(f"expected {args.records} from both, got job={n} bare={bare_n}")
-            executors = {k: v for k, v in sampler.peak.items() if k.startswith("executor")}
+            stream = streams[str(shards)]
+            bare_n, bare_s = bare_loop(args.endpoint, stream["name"], not args.bare_unpaced)
+            with PeakRss(role=role, kind=kind, pss=True, cpu=True) as sampler:
+                run = drain(
+                    spark,
+                    stream["name"],
+                    args.endpoint,
+                    Path(tmp),
+                    args.max_records_per_shard,
+                    sampler=sampler,
+                )
+            n, seconds = run["records"], run["seconds"]
+            if n != stream["records"] or bare_n != stream["records"]:
+                raise SystemExit(f"expected {stream['records']} from both, got job={n} bare={bare_n}")
+            executors = {k: v for k, v in sampler.peaks_pss.items() if k.startswith("executor")}
             rows.append(
                 {
                     "master": args.master,
                     "shards": shards,
                     "records": n,
-                    "mb": nbytes / 1e6,
+                    "mb": stream["bytes"] / 1e6,
+                    "seconds": seconds,
                     "job_rps": n / seconds,
                     "bare_rps": bare_n / bare_s,
-                    "planner_cpu_s": sum(sampler.planner_cpu.values()),
-                    "driver_pss": sampler.peak.get("driver", 0),
+                    "batches": run["batches"],
+                    "planner_startup_cpu_s": run["planner_startup_cpu_s"],
+                    # The last samples: the planner's process may end with the query.
+                    "planner_cpu_s": sampler.cpu_seconds.get("planner", 0.0),
+                    "driver_pss": sampler.peaks_pss.get("driver", 0),
                     "executor_pss": sorted(executors.values(), reverse=True),
                 }
             )
@@ -220,49 +225,89 @@ def one_master(args: argparse.Namespace) -> None:
     print("RESULT " + json.dumps(rows))
 
 
+def records_for(args: argparse.Namespace) -> dict[int, int]:
+    """The backlog of each shard count: ``--records``, unless ``--records-for SHARDS=N`` says otherwise."""
+    found = dict.fromkeys(SHARDS, args.records)
+    for spec in args.records_for:
+        shards, _, count = spec.partition("=")
+        if not (shards.isdigit() and int(shards) in SHARDS and count.isdigit()):
+            raise SystemExit(f"--records-for: expected SHARDS=N with SHARDS one of {SHARDS}, found {spec!r}")
+        found[int(shards)] = int(count)
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--records", type=int, default=100_000, help="backlog per stream (the issue: 1000000)"
+    )
+    parser.add_argument(
+        "--records-for",
+        action="append",
+        default=[],
+        metavar="SHARDS=N",
+        help="another backlog at SHARDS shards",
     )
     parser.add_argument("--record-bytes", type=int, default=200)
     parser.add_argument("--max-records-per-shard", type=int, default=10_000)
     parser.add_argument("--bare-unpaced", action="store_true", help="the bare loop ignores the read quota")
     parser.add_argument("--master", help=argparse.SUPPRESS)
     parser.add_argument("--endpoint", help=argparse.SUPPRESS)
+    parser.add_argument("--streams", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.master:
         one_master(args)
         return
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    backlogs = records_for(args)
     emulator, endpoint = start_emulator()
     rows = []
     try:
+        client = boto3.client("kinesis", region_name=REGION, endpoint_url=endpoint)
+        streams: dict[str, dict[str, object]] = {}
+        for key, shards, records in [("warm", 1, 5_000), *[(str(k), k, n) for k, n in backlogs.items()]]:
+            name = f"bench-{key}-{time.monotonic_ns()}"
+            began = time.perf_counter()
+            nbytes = fill(client, name, shards, records, args.record_bytes)
+            streams[key] = {"name": name, "records": records, "bytes": nbytes}
+            print(f"filled {name}: {records:,} records in {time.perf_counter() - began:.0f} s")
         for master in MASTERS:
             command = [sys.executable, __file__, "--master", master, "--endpoint", endpoint]
-            command += ["--records", str(args.records), "--record-bytes", str(args.record_bytes)]
+            command += ["--streams", json.dumps(streams), "--record-bytes", str(args.record_bytes)]
             command += ["--max-records-per-shard", str(args.max_records_per_shard)]
             command += ["--bare-unpaced"] if args.bare_unpaced else []
-            out = subprocess.run(command, capture_output=True, text=True, timeout=7200)
-            if out.returncode != 0:
-                raise SystemExit(f"{master}: exit {out.returncode}\n{out.stderr[-3000:]}")
-            rows += json.loads(
-                next(line for line in out.stdout.splitlines() if line.startswith("RESULT "))[7:]
-            )
+            # Each cell's line is echoed as it comes: a run cut short still shows the cells it finished.
+            with tempfile.TemporaryFile("w+") as errors:
+                child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True)
+                assert child.stdout is not None
+                for line in child.stdout:
+                    if line.startswith("RESULT "):
+                        rows += json.loads(line[7:])
+                    else:
+                        print(f"{master}: {line.rstrip()}")
+                if child.wait() != 0:
+                    errors.seek(0)
+                    raise SystemExit(f"{master}: exit {child.returncode}\n{errors.read()[-3000:]}")
     finally:
         emulator.terminate()
         emulator.wait(timeout=30)
     paced = "unpaced" if args.bare_unpaced else "paced to 5 calls/s and 2 MB/s per shard"
-    print(f"\n{args.records:,} records of ~{args.record_bytes} B per stream; noop sink; bare loop {paced}")
     print(
-        "| master | shards | MB | source rec/s | bare rec/s | ratio | planner CPU s/MB | driver PSS MiB | executors PSS MiB |"
+        f"\nrecords of ~{args.record_bytes} B; noop sink; bare loop {paced}; {load_average_line('at the end')}"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print(
+        "| master | shards | records | MB | batches | drain s | source rec/s | bare rec/s | ratio | planner CPU s "
+        "(start-up) | planner CPU ms/MB after start-up | driver PSS MiB | executors PSS MiB |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
+        executors = ", ".join(f"{p / 2**20:,.0f}" for p in r["executor_pss"]) or "-"
         print(
-            f"| {r['master']} | {r['shards']} | {r['mb']:.1f} | {r['job_rps']:,.0f} | {r['bare_rps']:,.0f} | "
-            f"{r['job_rps'] / r['bare_rps']:.2f} | {r['planner_cpu_s'] / r['mb']:.4f} | "
-            f"{r['driver_pss'] / 2**20:,.0f} | {', '.join(f'{p / 2**20:,.0f}' for p in r['executor_pss']) or '-'} |"
+            f"| {r['master']} | {r['shards']} | {r['records']:,} | {r['mb']:.1f} | {r['batches']} | "
+            f"{r['seconds']:.0f} | {r['job_rps']:,.0f} | {r['bare_rps']:,.0f} | {r['job_rps'] / r['bare_rps']:.2f} | "
+            f"{r['planner_cpu_s']:.2f} ({r['planner_startup_cpu_s']:.2f}) | "
+            f"{1000 * (r['planner_cpu_s'] - r['planner_startup_cpu_s']) / r['mb']:.2f} | "
+            f"{r['driver_pss'] / 2**20:,.0f} | {executors} |"
         )
 
 

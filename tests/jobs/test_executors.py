@@ -1,17 +1,22 @@
-"""Executors do the lake I/O and read Kinesis: ingest under ``local-cluster`` (two executor JVMs) with an 8 MB
+"""Executors do the lake I/O and read Kinesis: ingest under ``local-cluster`` (two executor JVMs) with a 2 MB
 driver result limit.
 
-A batch collected to the driver (the old design) fails such a query: the backlog here is over 100 MB. Each run
-is a child process, as a cluster runs the job: ``python -m jobs ingest`` with the entry's Spark flags, and the
-same through ``spark-submit`` (how EMR starts it, Delta given as EMR's delta-defaults give it). A third run
-kills one executor JVM mid-batch: Spark retries the batch's tasks elsewhere, and nothing is lost or doubled.
-A proxy in front of the emulator tells which process made each GetRecords call: none comes from the driver
-(its JVM or the Python process that plans the source's batches), all from the executors' Python workers.
+A batch collected to the driver (the old design) fails such a query: the backlog here is 16 MB, each shard's
+task result alone 4 MB. Each run is a child process, as a cluster runs the job. One run, ``python -m jobs
+ingest`` with the entry's Spark flags, proves three things at once, none of which disturbs the others:
+- the rows land exactly once, written by delta-spark, under the result limit;
+- one executor JVM killed mid-batch (a shard's range recorded, the batch not committed): Spark runs the
+  batch's tasks again elsewhere, a retried task reads the recorded range, and nothing is lost or doubled;
+- a proxy in front of the emulator tells which process made each GetRecords call: none comes from the driver
+  (the job's Python, its JVM, or the Python process that plans the source's batches), all from the
+  executors' Python workers.
+A second run goes through ``spark-submit`` (how EMR starts it, Delta given as EMR's delta-defaults give it).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -36,11 +41,9 @@ pytestmark = pytest.mark.slow
 
 REGION = "us-east-1"
 RECORD_BYTES = 40_000
-RECORDS = 2_600  # 104 MB of payload
-KILL_RECORDS = 1_000
-ATTRIBUTION_RECORDS = 200
+RECORDS = 400  # 16 MB of payload, ~4 MB per shard: 8 times the result limit, in one batch
 MASTER = "local-cluster[2,1,1024]"
-RESULT_LIMIT = "spark.driver.maxResultSize=8m"
+RESULT_LIMIT = "spark.driver.maxResultSize=2m"
 
 
 def _backlog(endpoint: str, name: str, records: int = RECORDS) -> None:
@@ -101,16 +104,6 @@ def _run(command: list[str], env: dict[str, str], log: Path, *, timeout: float =
     assert done.returncode == 0, f"{command[:4]} exited {done.returncode}: {log.read_text()[-3000:]}"
 
 
-def test_ingest_on_executors_under_an_8mb_result_limit(moto_endpoint, unique_name, tmp_path):
-    _backlog(moto_endpoint, unique_name)
-    command = [
-        sys.executable, "-m", "jobs", *_job_args(moto_endpoint, unique_name, tmp_path / "chk"),
-        "--spark-master", MASTER, "--spark-conf", RESULT_LIMIT, "--log-file", str(tmp_path / "job.log"),
-    ]  # fmt: skip
-    _run(command, _environment(tmp_path), tmp_path / "out.log")
-    _assert_exactly_once_by_delta_spark(moto_endpoint, unique_name)
-
-
 def test_ingest_through_spark_submit_as_a_cluster_runs_it(moto_endpoint, unique_name, tmp_path):
     import pyspark
 
@@ -120,7 +113,7 @@ def test_ingest_through_spark_submit_as_a_cluster_runs_it(moto_endpoint, unique_
     submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
     conf = {
         **DELTA_SESSION_CONF,
-        "spark.driver.maxResultSize": "8m",
+        "spark.driver.maxResultSize": RESULT_LIMIT.split("=")[1],
         "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
         "spark.driver.extraJavaOptions": LOCAL_GC,
         "spark.sql.shuffle.partitions": "4",
@@ -157,46 +150,28 @@ def _executors(driver: psutil.Process) -> list[psutil.Process]:
     return found
 
 
-def _mid_batch(endpoint: str, name: str) -> bool:
-    """A data file of the first batch is written and the batch is not committed yet (version 0 is the create)."""
-    s3 = boto3.client("s3", endpoint_url=endpoint, region_name=REGION)
-    parts = s3.list_objects_v2(Bucket=name, Prefix="bronze/part-").get("KeyCount", 0)
-    commits = s3.list_objects_v2(Bucket=name, Prefix="bronze/_delta_log/00000000000000000001.json")
-    return bool(parts) and not commits.get("KeyCount", 0)
+def _mid_batch(checkpoint: Path) -> bool:
+    """A shard's range of a batch with records is recorded (its rows are on their way to the table) and Spark
+    has not committed that batch yet. Local files only: cheap enough to poll every 50 ms."""
+    for path in (checkpoint / "sources" / "kinesis" / "ranges").glob("batch-*.json"):
+        record = json.loads(path.read_text())  # created whole (hard link), never seen half-written
+        if record["records"] and not (checkpoint / "commits" / str(record["batch"])).exists():
+            return True
+    return False
 
 
-def test_an_executor_killed_mid_batch_loses_and_doubles_nothing(moto_endpoint, unique_name, tmp_path):
-    # 40 MB: one batch, long enough to be caught mid-write; the 100 MB proof is the tests above.
-    _backlog(moto_endpoint, unique_name, KILL_RECORDS)
-    command = [
-        sys.executable, "-m", "jobs", *_job_args(moto_endpoint, unique_name, tmp_path / "chk"),
-        "--spark-master", MASTER, "--spark-conf", RESULT_LIMIT, "--log-file", str(tmp_path / "job.log"),
-    ]  # fmt: skip
-    out = (tmp_path / "out.log").open("wb")
-    child = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=_environment(tmp_path))
-    killed = None
-    try:
-        deadline = time.monotonic() + 300
-        while killed is None and time.monotonic() < deadline and child.poll() is None:
-            try:
-                executors = _executors(psutil.Process(child.pid))
-            except psutil.NoSuchProcess:
-                break
-            if len(executors) == 2 and _mid_batch(moto_endpoint, unique_name):
-                killed = executors[0]
-                os.kill(killed.pid, signal.SIGKILL)
-            time.sleep(0.1)
-        assert killed is not None, (
-            f"no executor was killed mid-batch: {(tmp_path / 'job.log').read_text()[-2000:]}"
-        )
-        assert child.wait(timeout=420) == 0, (tmp_path / "job.log").read_text()[-3000:]
-        # Spark saw the executor go and ran its tasks again elsewhere.
-        assert "Lost executor" in (tmp_path / "job.log").read_text()
-    finally:
-        if child.poll() is None:
-            child.kill()
-        out.close()
-    _assert_exactly_once_by_delta_spark(moto_endpoint, unique_name, KILL_RECORDS)
+def _kill_an_executor_mid_batch(child: subprocess.Popen[bytes], checkpoint: Path) -> psutil.Process | None:
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and child.poll() is None:
+        try:
+            executors = _executors(psutil.Process(child.pid))
+        except psutil.NoSuchProcess:
+            return None
+        if len(executors) == 2 and _mid_batch(checkpoint):
+            os.kill(executors[0].pid, signal.SIGKILL)
+            return executors[0]
+        time.sleep(0.05)
+    return None
 
 
 GET_RECORDS = b"Kinesis_20131202.GetRecords"
@@ -243,7 +218,8 @@ class CallerProxy:
     ``executor`` when an executor JVM (CoarseGrainedExecutorBackend) is among it and its ancestors; else
     ``job python`` for the job's own process (the driver's Python), ``driver jvm`` for the driver's JVM and
     ``planner`` for a Python process the driver JVM started (the source's planner runs in one); ``other``
-    for any other process and ``unknown`` when the owner was not found.
+    for any other process and ``unknown`` when the owner was not found. A process once seen under an executor
+    stays ``executor``: a Python worker whose executor JVM was killed finishes its read as an orphan.
     """
 
     def __init__(self, upstream: str, driver_pid: int | None = None) -> None:
@@ -252,6 +228,7 @@ class CallerProxy:
         self.driver_pid = driver_pid
         self.calls: Counter[str] = Counter()
         self.connections: Counter[str] = Counter()
+        self._executor_pids: set[int] = set()
         self._lock = threading.Lock()
         self._server = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self._server.getsockname()[1]}"
@@ -263,11 +240,12 @@ class CallerProxy:
         self._server.close()
 
     def _role(self, pid: int | None) -> str:
-        if pid is None:
-            return "unknown"
+        if pid is None or pid in self._executor_pids:
+            return "unknown" if pid is None else "executor"
         try:
             chain = [psutil.Process(pid), *psutil.Process(pid).parents()]
             if any("CoarseGrainedExecutorBackend" in " ".join(p.cmdline()) for p in chain):
+                self._executor_pids.add(pid)
                 return "executor"
         except psutil.Error:
             return "unknown"
@@ -322,12 +300,15 @@ def _proxy(upstream: str) -> Iterator[CallerProxy]:
         proxy.close()
 
 
-def test_no_get_records_call_comes_from_the_driver_side(moto_endpoint, unique_name, tmp_path):
-    _backlog(moto_endpoint, unique_name, ATTRIBUTION_RECORDS)
+def test_executors_read_and_write_exactly_once_through_a_killed_executor_with_no_driver_reads(
+    moto_endpoint, unique_name, tmp_path
+):
+    _backlog(moto_endpoint, unique_name)
+    checkpoint, job_log = tmp_path / "chk", tmp_path / "job.log"
     with _proxy(moto_endpoint) as proxy:
         command = [
-            sys.executable, "-m", "jobs", *_job_args(proxy.url, unique_name, tmp_path / "chk"),
-            "--spark-master", MASTER, "--log-file", str(tmp_path / "job.log"),
+            sys.executable, "-m", "jobs", *_job_args(proxy.url, unique_name, checkpoint),
+            "--spark-master", MASTER, "--spark-conf", RESULT_LIMIT, "--log-file", str(job_log),
         ]  # fmt: skip
         with (tmp_path / "out.log").open("wb") as out:
             child = subprocess.Popen(
@@ -335,18 +316,23 @@ def test_no_get_records_call_comes_from_the_driver_side(moto_endpoint, unique_na
             )
             proxy.driver_pid = child.pid
             try:
-                assert child.wait(timeout=420) == 0, (tmp_path / "job.log").read_text()[-3000:]
+                killed = _kill_an_executor_mid_batch(child, checkpoint)
+                assert killed is not None, f"no executor was killed mid-batch: {job_log.read_text()[-2000:]}"
+                assert child.wait(timeout=420) == 0, job_log.read_text()[-3000:]
             finally:
                 if child.poll() is None:
                     child.kill()
         calls, connections = dict(proxy.calls), dict(proxy.connections)
-    _assert_exactly_once_by_delta_spark(moto_endpoint, unique_name, ATTRIBUTION_RECORDS)
-    assert calls.get("driver jvm", 0) == 0 and calls.get("planner", 0) == 0, (calls, connections)
-    # The job's preflight (before Spark starts) proves read access with one GetRecords at LATEST, Limit 1:
-    # it reads nothing. No other call comes from the job's process.
-    assert calls.get("job python", 0) <= 1, (calls, connections)
+    # Spark saw the executor go and ran its tasks again elsewhere; the rows landed once each, under the limit.
+    assert "Lost executor" in job_log.read_text()
+    _assert_exactly_once_by_delta_spark(moto_endpoint, unique_name)
+    # Not one GetRecords from the driver side: not the job's own process (its preflight reads no records),
+    # not the driver JVM, not the planner.
+    driver_side = {role: calls.get(role, 0) for role in ("job python", "driver jvm", "planner")}
+    assert driver_side == {"job python": 0, "driver jvm": 0, "planner": 0}, (calls, connections)
     assert calls.get("unknown", 0) == 0 and calls.get("other", 0) == 0, (calls, connections)
     # Every shard was read by an executor: at least one call per shard (4 on an on-demand stream).
     assert calls.get("executor", 0) >= 4, (calls, connections)
-    # The planner did talk to the emulator (DescribeStreamSummary, ListShards): the proxy saw it.
-    assert connections.get("planner", 0) > 0, connections
+    # The proxy did see the driver side talk to the emulator (the preflight's and the planner's DescribeStream-
+    # Summary and ListShards): its attribution works for them too.
+    assert connections.get("job python", 0) > 0 and connections.get("planner", 0) > 0, connections

@@ -10,7 +10,9 @@ import pyarrow.parquet as pq
 import pytest
 from moto.kinesis import models as moto_kinesis
 
+from jobs.errors import USER_MISTAKE, find_job_error
 from jobs.sources import SourceSettingsError, check_kinesis_stream, read_kinesis_stream, read_source_metrics
+from jobs.sources.errors import StreamAccessError
 
 
 def _open_shard_for_key(self, partition_key, explicit_hash_key):
@@ -184,6 +186,30 @@ def test_the_preflight_checks_the_stream_without_reading_records(moto_endpoint, 
         unique_name, region="us-east-1", endpoint_url=moto_endpoint, client_factory=NO_GET_RECORDS
     )
     assert found == 4
+
+
+def test_a_missing_get_records_permission_fails_the_first_executor_read_as_one_access_error(
+    spark, moto_endpoint, kinesis, unique_name, tmp_path
+):
+    _create_stream(kinesis, unique_name, shards=1)
+    _put(kinesis, unique_name, _events(0, 10))
+    run = Run(spark, tmp_path, unique_name, moto_endpoint, client_factory=NO_GET_RECORDS)
+    with pytest.raises(Exception) as info:
+        run.drain()
+    # What `python -m jobs` prints as its one line, and its exit status.
+    found = find_job_error(info.value)
+    assert type(found) is StreamAccessError and found.exit_code == USER_MISTAKE
+    message = str(found)
+    assert message.startswith(
+        f"could not read Kinesis stream {unique_name!r} shard shardId-000000000000: GetRecords was refused "
+        "with AccessDeniedException (An error occurred (AccessDeniedException) when calling the GetRecords "
+        "operation: User: arn:aws:sts::123456789012:assumed-role/emr-ec2/i-0 is not authorized"
+    ), message
+    assert message.endswith(
+        "Expected the credentials the executors run with to allow kinesis:GetRecords on the stream; grant it "
+        "(on EMR to the cluster's EC2 instance profile role) and rerun the job."
+    ), message
+    assert run.rows() == []
 
 
 def test_missing_stream_names_stream_and_region(spark, moto_endpoint, unique_name, tmp_path):
