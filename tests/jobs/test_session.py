@@ -86,6 +86,15 @@ def test_local_checkpoint_logs_go_through_the_file_system_manager_and_never_over
     assert (tmp_path / ".0.crc").is_file()  # Hadoop's checksum of the entry is kept, as before
 
 
+@pytest.fixture
+def no_java_options(monkeypatch):
+    """None of the variables a JVM (or the kit) takes options from is set."""
+    from jobs.session import _JAVA_OPTION_VARIABLES
+
+    for name in _JAVA_OPTION_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.mark.parametrize(
     ("environment", "conf", "chosen"),
     [
@@ -98,30 +107,16 @@ def test_local_checkpoint_logs_go_through_the_file_system_manager_and_never_over
         ({}, {"spark.driver.defaultJavaOptions": "-XX:-UseSerialGC"}, True),
     ],
 )
-def test_the_serial_collector_is_left_out_when_the_user_chose_one(monkeypatch, environment, conf, chosen):
+def test_the_serial_collector_is_left_out_when_the_user_chose_one(
+    no_java_options, monkeypatch, environment, conf, chosen
+):
     # Two collectors chosen and the JVM refuses to start ("Multiple garbage collectors selected").
-    for name in (
-        "JAVA_TOOL_OPTIONS",
-        "_JAVA_OPTIONS",
-        "JDK_JAVA_OPTIONS",
-        "SPARK_SUBMIT_OPTS",
-        "LAKESTACK_JAVA_OPTIONS",
-    ):
-        monkeypatch.delenv(name, raising=False)
     for name, value in environment.items():
         monkeypatch.setenv(name, value)
     assert _collector_chosen(conf) is chosen
 
 
-def test_lakestack_java_options_reach_the_driver_and_a_local_clusters_executors(monkeypatch):
-    for name in (
-        "JAVA_TOOL_OPTIONS",
-        "_JAVA_OPTIONS",
-        "JDK_JAVA_OPTIONS",
-        "SPARK_SUBMIT_OPTS",
-        "LAKESTACK_JAVA_OPTIONS",
-    ):
-        monkeypatch.delenv(name, raising=False)
+def test_lakestack_java_options_reach_the_driver_and_a_local_clusters_executors(no_java_options, monkeypatch):
     log = (
         "-Dlog4j2.configurationFile=" + (Path(__file__).parents[2] / "jobs/log4j2-local.properties").as_uri()
     )
