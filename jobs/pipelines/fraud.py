@@ -19,7 +19,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from jobs.errors import SettingsError
 from jobs.pipelines._envelope import (
@@ -32,7 +31,6 @@ from jobs.pipelines._envelope import (
     Envelope,
     Field,
     classify,
-    quarantine_arrow,
     quarantine_rows,
 )
 from jobs.pipelines._fraud_model import FraudModel, load_model, scorer
@@ -251,45 +249,6 @@ def build_query(bronze: DataFrame, *, watermark_seconds: int, model: FraudModel)
     return scored.unionByName(rest, allowMissingColumns=True)
 
 
-def _column(data: pa.Table, name: str, size: int) -> pa.Array | pa.ChunkedArray:
-    return data.column(name) if name in data.column_names else pa.nulls(size)
-
-
-def split_batch(data: pa.Table, *, batch_id: int, now: datetime, model_version: str) -> dict[str, pa.Table]:
-    """One micro-batch's query rows -> the rows of each table (cast to the table's schema)."""
-    kinds = data.column("kind")
-    parts: dict[str, pa.Table] = {}
-    txns = data.filter(pc.equal(kinds, pa.scalar("txn")))
-    n = txns.num_rows
-    extra = {
-        "model_version": pa.array([model_version] * n, pa.string()),
-        "batch_id": pa.array([batch_id] * n, pa.int64()),
-    }
-    parts[TRANSACTIONS] = pa.table(
-        {f.name: extra[f.name] if f.name in extra else _column(txns, f.name, n) for f in TRANSACTIONS_SCHEMA}
-    ).cast(TRANSACTIONS_SCHEMA)
-    alerts = data.filter(pc.equal(kinds, pa.scalar("alert")))
-    n = alerts.num_rows
-    parts[ALERTS] = pa.table(
-        {
-            "account_id": alerts.column("account_id"),
-            "small_transaction_id": alerts.column("small_transaction_id"),
-            "large_transaction_id": alerts.column("transaction_id"),
-            "small_amount": alerts.column("small_amount"),
-            "large_amount": alerts.column("amount"),
-            "small_txn_time": alerts.column("small_txn_time"),
-            "large_txn_time": alerts.column("txn_time"),
-            "detected_at": pa.array([now] * n, _UTC),
-            "batch_id": pa.array([batch_id] * n, pa.int64()),
-        }
-    ).cast(ALERTS_SCHEMA)
-    rejected = data.select(["data", "shard_id", "sequence_number", "kind", "reason"])
-    parts[QUARANTINE] = quarantine_arrow(
-        rejected.rename_columns(["data", "shard_id", "sequence_number", KIND, REASON]), batch_id, now
-    )
-    return parts
-
-
 _SPARK_TYPES = {
     pa.string(): "string",
     pa.float64(): "double",
@@ -303,7 +262,7 @@ _SPARK_TYPES = {
 def split_frames(
     batch: DataFrame, *, batch_id: int, now: datetime, model_version: str
 ) -> dict[str, DataFrame]:
-    """:func:`split_batch` in Spark: one micro-batch's query rows -> each table's rows, on the executors."""
+    """One micro-batch's query rows -> each table's rows (cast to the table's schema), on the executors."""
     from pyspark.sql import functions as F
 
     kind = F.col("kind")
@@ -677,7 +636,6 @@ __all__ = [
     "run",
     "score",
     "settings_from_args",
-    "split_batch",
     "split_frames",
     "start",
 ]
