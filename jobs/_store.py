@@ -125,7 +125,8 @@ class CheckpointStore:
             return True
         # 412: the name exists, another writer won. 409 (ConditionalRequestConflict): another conditional PUT of
         # the name is still in flight and neither has won yet; asked again, S3 answers 200 or 412.
-        for attempt in range(_CONFLICT_RETRIES + 1):
+        attempt = 0
+        while True:
             try:
                 self._client_factory().put_object(
                     Bucket=self._bucket, Key=self._key(rel), Body=text.encode("utf-8"), IfNoneMatch="*"
@@ -134,12 +135,12 @@ class CheckpointStore:
                 code = error_code(error)
                 if code in ("PreconditionFailed", "412"):
                     return False
-                if code == "ConditionalRequestConflict" and attempt < _CONFLICT_RETRIES:
-                    self._sleep(min(0.1 * 2**attempt, 2.0))
-                    continue
-                raise
+                if code != "ConditionalRequestConflict" or attempt == _CONFLICT_RETRIES:
+                    raise
+                self._sleep(min(0.1 * 2**attempt, 2.0))
+                attempt += 1
+                continue
             return True
-        raise AssertionError("unreachable")  # pragma: no cover
 
     def delete(self, rel: str) -> None:
         """Remove ``rel``; a file that is already gone is fine."""

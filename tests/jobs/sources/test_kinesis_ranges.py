@@ -220,24 +220,23 @@ def test_planned_batches_round_trip_and_older_offsets_have_none():
     assert PlannedBatch.from_json(StreamOffset("s", {}).to_json()) is None
 
 
-def test_range_records_are_kept_for_the_newest_batches_only(tmp_path):
-    log = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=2)
+def _kept_after_five_batches(folder, retain: int) -> list[int | None]:
+    """The batches whose range records are left after batches 0..4 were planned and read."""
+    log = RangeLog(CheckpointStore(str(folder), lambda: None), retain=retain)
     for batch in range(5):
         log.planned(_planned(batch, ShardPosition()))
         log.create(_record(batch))
-    names = sorted(p.name for p in (tmp_path / "sources/kinesis/ranges").iterdir())
-    assert [range_batch(n) for n in names] == [3, 4]
+    return [range_batch(p.name) for p in sorted((folder / "sources/kinesis/ranges").iterdir())]
+
+
+def test_range_records_are_kept_for_the_newest_batches_only(tmp_path):
+    assert _kept_after_five_batches(tmp_path, retain=2) == [3, 4]
     assert range_batch("batch-x.json") is None
 
 
 def test_a_retention_of_one_batch_still_keeps_the_batch_before_the_planned_one(tmp_path):
     # A restart whose offset log ends at batch 3 (batch 4 planned, never logged) reads batch 3's ranges.
-    log = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=1)
-    for batch in range(5):
-        log.planned(_planned(batch, ShardPosition()))
-        log.create(_record(batch))
-    names = sorted(p.name for p in (tmp_path / "sources/kinesis/ranges").iterdir())
-    assert [range_batch(n) for n in names] == [3, 4]
+    assert _kept_after_five_batches(tmp_path, retain=1) == [3, 4]
 
 
 def test_a_range_removed_between_a_lost_race_and_its_read_is_put_if_absent_again(tmp_path):
