@@ -9,7 +9,8 @@ the record and reads exactly that range again; batch ``N+1`` starts where the re
 (:func:`advance`). The record is created put-if-absent: two attempts of one task agree on the first one's.
 The record also keeps the range's first sequence number, so a replay that cannot start there (its first
 records expired since) is data loss, raised or (``failOnDataLoss=false``) logged and counted, never a silently
-shorter batch.
+shorter batch. A record whose start differs from the batch's logged offset (the offsets were edited by hand)
+is refused (:class:`~jobs.sources.errors.RangeMismatchError`), never replaced by another range.
 
 Everything here but :func:`read_task` is plain data, so the position arithmetic is unit-tested without Spark.
 """
@@ -26,7 +27,7 @@ from typing import Any
 from jobs._store import CheckpointStore
 from jobs.sources._offsets import ShardPosition, StreamOffset
 from jobs.sources._shards import READ_BYTES_PER_SECOND, ShardRead, ShardReader
-from jobs.sources.errors import DataLossError
+from jobs.sources.errors import DataLossError, RangeMismatchError
 
 logger = logging.getLogger(__name__)
 
@@ -203,8 +204,9 @@ class RangeLog:
             # write, so a record another attempt holds is never replaced.
         raise OSError(f"could not record {name}: it was created and removed three times while this task ran.")
 
-    def overwrite(self, record: RangeRecord) -> None:
-        self._store.write(range_name(record.batch, record.shard), record.to_text())
+    def where(self, batch_id: int, shard_id: str) -> str:
+        """The record's location, for messages."""
+        return f"{self._store.root.rstrip('/')}/{range_name(batch_id, shard_id)}"
 
     def note_replay_loss(self, record: RangeRecord, gap: str) -> bool:
         """Add ``gap`` to ``record`` as its ``replay_lost`` unless a replay noted one already; True when this
@@ -365,14 +367,31 @@ def read_task(
     recorded (put-if-absent) before it is returned. Another attempt's record, when it got there first,
     wins: its range is what this attempt returns."""
     recorded = log.read(batch, shard_id)
-    if recorded is not None and recorded.after == start.sequence:
+    if recorded is not None:
+        if recorded.after != start.sequence:
+            raise _mismatch(log, stream, start, recorded)
         return replay(reader, log, stream, start, recorded)
     read, mine = fetch(reader, batch, shard_id, start, closed_end=closed_end, limits=limits)
-    if recorded is not None:
-        # A record of another start is no range of this batch (a checkpoint's offsets were rewritten).
-        log.overwrite(mine)
-        return read
     held = log.create(mine)
     if held.end == mine.end:
         return read
     return replay(reader, log, stream, start, held)
+
+
+def _mismatch(log: RangeLog, stream: str, start: ShardPosition, recorded: RangeRecord) -> RangeMismatchError:
+    # Refused, never replaced: the batch id is already bound to the recorded range (the sink's transaction
+    # version is the batch id, and delta-spark skips a version it committed), so another range read under it
+    # could be dropped by the sink without a sign. Only a person knows whether the batch reached the table.
+    def after(sequence: str | None) -> str:
+        return (
+            f"after sequence number {sequence}" if sequence is not None else "at the shard's start position"
+        )
+
+    return RangeMismatchError(
+        f"batch {recorded.batch} of stream {stream!r} shard {recorded.shard} was first read "
+        f"{after(recorded.after)} (recorded in {log.where(recorded.batch, recorded.shard)}), but the "
+        f"checkpoint's offsets now start it {after(start.sequence)}: they were changed after the batch ran. "
+        f"Expected a replay of a batch to read its recorded range; restore the checkpoint's offsets/"
+        f"{recorded.batch} as it was, or start from a new checkpoint (delete the batch's range files only if "
+        "you know it never reached the table: its batch id may be committed there already)."
+    )

@@ -279,6 +279,45 @@ def test_a_range_recorded_before_first_was_kept_still_replays_exactly(tmp_path):
     assert json.loads((tmp_path / range_name(1, SHARD)).read_text())["first"] == str(BASE)
 
 
+def test_a_record_of_another_start_is_refused_in_one_line_and_left_as_it_was(tmp_path):
+    from jobs.errors import find_job_error
+    from jobs.sources.errors import RangeMismatchError
+
+    client = OneShard(8)
+    log = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=100)
+    _read_from_start(client, log, LIMITS, batch=3)
+    before = (tmp_path / range_name(3, SHARD)).read_text()
+    calls = client.get_records_calls
+    # The checkpoint's offsets were edited by hand: batch 3 now starts after record 2.
+    with pytest.raises(RangeMismatchError) as info:
+        read_task(
+            _reader(client),
+            log,
+            "s",
+            batch=3,
+            shard_id=SHARD,
+            start=ShardPosition(sequence=str(BASE + 20)),
+            closed_end=None,
+            limits=LIMITS,
+        )
+    assert str(info.value) == (
+        f"batch 3 of stream 's' shard {SHARD} was first read at the shard's start position (recorded in "
+        f"{tmp_path}/{range_name(3, SHARD)}), but the checkpoint's offsets now start it after sequence number "
+        f"{BASE + 20}: they were changed after the batch ran. Expected a replay of a batch to read its recorded "
+        "range; restore the checkpoint's offsets/3 as it was, or start from a new checkpoint (delete the "
+        "batch's range files only if you know it never reached the table: its batch id may be committed there "
+        "already)."
+    )
+    assert info.value.exit_code == 2
+    # Raised on an executor, it reaches the job as Spark's text: still this error, exit 2, one line.
+    carried = find_job_error(
+        RuntimeError(f"Task failed\njobs.sources.errors.RangeMismatchError: {info.value}\n")
+    )
+    assert (type(carried), carried.exit_code, str(carried)) == (RangeMismatchError, 2, str(info.value))
+    assert (tmp_path / range_name(3, SHARD)).read_text() == before
+    assert client.get_records_calls == calls  # refused before reading
+
+
 def test_a_replay_that_loses_the_race_to_note_the_loss_leaves_the_winners_note(tmp_path):
     client = OneShard(5)
     store = CheckpointStore(str(tmp_path), lambda: None)
