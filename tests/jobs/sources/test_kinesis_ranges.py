@@ -258,6 +258,24 @@ def test_a_tolerated_replay_whose_whole_range_expired_reads_nothing_and_counts_t
     )
 
 
+def test_a_tolerated_replay_loss_is_noted_once_on_an_s3_checkpoint_too():
+    import boto3
+    from moto import mock_aws
+
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket="checkpoints")
+        log = RangeLog(CheckpointStore("s3://checkpoints/q", lambda: s3), retain=100)
+        client = OneShard(5)
+        _read_from_start(client, log, LIMITS, batch=0)
+        client.seqs = client.seqs[2:]
+        for _ in range(2):
+            read = _read_from_start(client, log, LIMITS, batch=0, fail_on_data_loss=False)
+            assert (_numbers(read), read.lost) == ([2, 3, 4], GAP)
+        body = s3.get_object(Bucket="checkpoints", Key=f"q/{range_name(0, SHARD)}")["Body"].read()
+        assert (json.loads(body)["first"], json.loads(body)["replay_lost"]) == (str(BASE), GAP)
+
+
 def test_a_range_recorded_before_first_was_kept_still_replays_exactly(tmp_path):
     client = OneShard(8)
     store = CheckpointStore(str(tmp_path), lambda: None)
