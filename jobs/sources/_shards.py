@@ -187,8 +187,15 @@ class ShardReader:
             raise
         return str(response["ShardIterator"])
 
-    def _check_expiry(self, shard_id: str, position: ShardPosition, result: ShardRead) -> bool:
-        """Return True when the position fell behind the trim horizon (and the loss was tolerated)."""
+    @property
+    def fail_on_data_loss(self) -> bool:
+        return self._fail_on_data_loss
+
+    def _check_expiry(
+        self, shard_id: str, position: ShardPosition, result: ShardRead, *, report_gap: bool = False
+    ) -> bool:
+        """Return True when the position fell behind the trim horizon (and the loss was tolerated, or only
+        described in ``result.lost`` for the caller to judge with ``report_gap``)."""
         seq, last_ms = position.sequence, position.last_arrival_ms
         if seq is None or last_ms is None:
             return False
@@ -216,6 +223,9 @@ class ShardReader:
             f"arrived {dt.datetime.fromtimestamp(int(last_ms) / 1000, tz=dt.UTC).isoformat()}) and before "
             f"{oldest} (oldest still retained) expired before they were read"
         )
+        if report_gap:
+            result.lost = gap
+            return True
         if self._fail_on_data_loss:
             raise DataLossError(
                 f"data loss on {gap}. Expected the checkpointed position to be within the stream's "
@@ -236,6 +246,7 @@ class ShardReader:
         until_sequence: str | None = None,
         max_bytes: int | None = None,
         deadline: float | None = None,
+        report_gap: bool = False,
     ) -> ShardRead:
         """Read records after ``position``.
 
@@ -244,7 +255,9 @@ class ShardReader:
         is finished when GetRecords returns no next iterator (AWS), when its ``EndingSequenceNumber`` has
         been read (the emulator never returns a null iterator), or when it answers empty with
         ``MillisBehindLatest == 0``. ``max_bytes`` (payload bytes) and ``deadline`` (``time.monotonic()``)
-        end a read too; ``limited`` on the result says a limit, not the tip, ended it.
+        end a read too; ``limited`` on the result says a limit, not the tip, ended it. With ``report_gap`` a
+        position behind the trim horizon is neither raised nor logged: the read starts at the horizon and
+        ``lost`` describes the gap, for a caller that judges the loss itself (a replay of a recorded range).
         """
         walk = _ShardWalk(
             self,
@@ -256,7 +269,7 @@ class ShardReader:
             deadline=deadline,
         )
         start = position
-        if self._check_expiry(shard_id, position, walk.result):
+        if self._check_expiry(shard_id, position, walk.result, report_gap=report_gap):
             start = ShardPosition()
         walk.last_seq = position.sequence
         if not walk.already_there():

@@ -26,6 +26,11 @@ class DataLossError(SourceError):
     """Records between the checkpointed position and the trim horizon expired before they were read (exit 1)."""
 
 
+class RangeMismatchError(SourceError, SettingsError):
+    """A batch's recorded Kinesis range starts elsewhere than the batch's logged offset: the checkpoint's offsets
+    were changed after the batch first ran (exit 2: the fix is to restore them or start a new checkpoint)."""
+
+
 class KinesisReadError(SourceError):
     """A Kinesis call kept failing after every retry (exit 1)."""
 

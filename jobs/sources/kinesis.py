@@ -608,7 +608,7 @@ class _Plan:
 
 def with_ranges(metrics: Mapping[str, Any], records: Mapping[str, RangeRecord]) -> dict[str, Any]:
     """A batch's planned metrics with what its tasks read (their range records): records, bytes, calls,
-    lag and data loss per shard and in total, the records' mean arrival and the longest read."""
+    lag and data loss (also what a replay found expired) per shard and in total, the records' mean arrival and the longest read."""
     shards = {shard_id: dict(counts) for shard_id, counts in metrics.get("shards", {}).items()}
     lost = list(metrics.get("data_loss", []))
     for shard_id, record in sorted(records.items()):
@@ -622,8 +622,10 @@ def with_ranges(metrics: Mapping[str, Any], records: Mapping[str, RangeRecord]) 
         )
         for name in _CALL_COUNTS:
             into[name] = int(into.get(name, 0)) + int(getattr(record, name))
-        if record.lost:
-            lost.append(record.lost)
+        # A gap the first attempt skipped, and one a replay found at the range's start (records expired since).
+        gaps = [gap for gap in (record.lost, record.replay_lost) if gap]
+        into["data_loss_events"] = len(gaps)
+        lost.extend(gaps)
     count = sum(r.records for r in records.values())
     arrivals = sum(r.arrival_sum_us for r in records.values())
     return {

@@ -7,6 +7,10 @@ reads on the executor from that position, bounded by the batch's limits, and rec
 single row to Spark. A replay of batch ``N`` (a retried task, a restart after a kill, a lost commit) finds
 the record and reads exactly that range again; batch ``N+1`` starts where the records of batch ``N`` end
 (:func:`advance`). The record is created put-if-absent: two attempts of one task agree on the first one's.
+The record also keeps the range's first sequence number, so a replay that cannot start there (its first
+records expired since) is data loss, raised or (``failOnDataLoss=false``) logged and counted, never a silently
+shorter batch. A record whose start differs from the batch's logged offset (the offsets were edited by hand)
+is refused (:class:`~jobs.sources.errors.RangeMismatchError`), never replaced by another range.
 
 Everything here but :func:`read_task` is plain data, so the position arithmetic is unit-tested without Spark.
 """
@@ -14,6 +18,7 @@ Everything here but :func:`read_task` is plain data, so the position arithmetic 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
@@ -22,7 +27,9 @@ from typing import Any
 from jobs._store import CheckpointStore
 from jobs.sources._offsets import ShardPosition, StreamOffset
 from jobs.sources._shards import READ_BYTES_PER_SECOND, ShardRead, ShardReader
-from jobs.sources.errors import DataLossError
+from jobs.sources.errors import DataLossError, RangeMismatchError
+
+logger = logging.getLogger(__name__)
 
 RANGES_DIR = "sources/kinesis/ranges"
 
@@ -52,10 +59,13 @@ class Limits:
 
 @dataclass(frozen=True)
 class RangeRecord:
-    """What one shard's task read in one batch: after ``after`` up to ``end`` inclusive.
+    """What one shard's task read in one batch: after ``after`` from ``first`` up to ``end`` inclusive.
 
-    ``end`` is None when nothing was read. ``more`` is True when a limit ended the read before the shard's
-    tip (the next batch has work at once); ``done`` when a closed shard was read to its end.
+    ``first`` and ``end`` are None when nothing was read (``first`` is None too in records written before it
+    was kept: their replays check the end only). ``more`` is True when a limit ended the read before the
+    shard's tip (the next batch has work at once); ``done`` when a closed shard was read to its end.
+    ``lost`` describes a gap the first attempt skipped, ``replay_lost`` one a replay found at the range's
+    start (both only with ``failOnDataLoss=false``; they count in the batch's data-loss metrics).
     """
 
     batch: int
@@ -75,6 +85,8 @@ class RangeRecord:
     lost: str | None
     read_seconds: float
     read_at: float
+    first: str | None = None
+    replay_lost: str | None = None
 
     def to_text(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -192,8 +204,27 @@ class RangeLog:
             # write, so a record another attempt holds is never replaced.
         raise OSError(f"could not record {name}: it was created and removed three times while this task ran.")
 
-    def overwrite(self, record: RangeRecord) -> None:
-        self._store.write(range_name(record.batch, record.shard), record.to_text())
+    def where(self, batch_id: int, shard_id: str) -> str:
+        """The record's location, for messages."""
+        return f"{self._store.root.rstrip('/')}/{range_name(batch_id, shard_id)}"
+
+    def note_replay_loss(self, record: RangeRecord, gap: str) -> bool:
+        """Add ``gap`` to ``record`` as its ``replay_lost`` unless a replay noted one already; True when this
+        call wrote it. A conditional replace of the record as read: a concurrent writer's note is never
+        overwritten (the loser reads the winner's and finds the loss counted), and nothing but the note
+        changes (the range stays what the first attempt read)."""
+        name = range_name(record.batch, record.shard)
+        for _ in range(3):
+            found = self._store.read_versioned(name)
+            if found is None:
+                return False  # removed by retention: its batch is long gone
+            text, version = found
+            current = RangeRecord.from_text(text)
+            if current.replay_lost is not None or (current.after, current.end) != (record.after, record.end):
+                return False
+            if self._store.replace(name, replace(current, replay_lost=gap).to_text(), version=version):
+                return True
+        return False
 
     def planned(self, planned: PlannedBatch) -> None:
         """Note the records ``planned`` will write and remove those of batches older than the kept ones."""
@@ -223,6 +254,7 @@ def _record_of(
         batch=batch,
         shard=shard_id,
         after=start.sequence,
+        first=read.sequence_numbers[0] if read.sequence_numbers else None,
         end=read.last_sequence if read.sequence_numbers else None,
         end_arrival_ms=read.last_arrival_ms if read.sequence_numbers else None,
         done=read.finished,
@@ -262,11 +294,30 @@ def fetch(
     return read, _record_of(batch, shard_id, start, read, more=read.limited, seconds=time.monotonic() - begun)
 
 
-def replay(reader: ShardReader, stream: str, start: ShardPosition, record: RangeRecord) -> ShardRead:
-    """Read exactly the recorded range again (same records, same order)."""
+def replay(
+    reader: ShardReader, ranges: RangeLog, stream: str, start: ShardPosition, record: RangeRecord
+) -> ShardRead:
+    """Read exactly the recorded range again (same records, same order).
+
+    A record that keeps its first sequence number proves the replay starts there: when that record expired
+    since the first attempt, the replay is data loss, raised, or with ``failOnDataLoss=false`` logged once,
+    noted in the record (so the batch's metrics count it) and the rest of the range returned.
+    """
     if record.end is None:
         return ShardRead()
-    read = reader.read(record.shard, start, closed_end=None, until_sequence=record.end)
+    first = record.first
+    read = reader.read(
+        record.shard, start, closed_end=None, until_sequence=record.end, report_gap=first is not None
+    )
+    if first is not None:
+        read.lost = None  # the first record decides below, not the trim-horizon probe's estimate
+        available = read.sequence_numbers[0] if read.sequence_numbers else None
+        if available is None or int(available) != int(first):
+            read.lost = _replay_gap(reader, stream, start, record, available)
+            # Counted once per batch and shard, by the replay that notes it first; the metrics read it there.
+            ranges.note_replay_loss(record, read.lost)
+            if available is None:
+                return read  # the whole range expired: nothing of it is left to check
     if read.last_sequence is None or int(read.last_sequence) < int(record.end):
         raise DataLossError(
             f"expected to re-read stream {stream!r} shard {record.shard} of batch {record.batch} up to "
@@ -274,6 +325,31 @@ def replay(reader: ShardReader, stream: str, start: ShardPosition, record: Range
             "records expired before this replay. Restart from a new checkpoint."
         )
     return read
+
+
+def _replay_gap(
+    reader: ShardReader, stream: str, start: ShardPosition, record: RangeRecord, available: str | None
+) -> str:
+    """The loss of a replay that cannot start at the recorded first record: raised, or logged and returned."""
+    found = (
+        f"the first record a replay can read is {available}"
+        if available is not None
+        else f"no record of it up to {record.end} is left"
+    )
+    where = f"after sequence number {start.sequence}" if start.sequence else "from the shard's start position"
+    gap = (
+        f"stream {stream!r} shard {record.shard} batch {record.batch}: the recorded range ({where}) starts at "
+        f"sequence number {record.first}, but {found}; records of the range expired since the batch was first "
+        "read"
+    )
+    if reader.fail_on_data_loss:
+        raise DataLossError(
+            f"data loss on the replay of {gap}. Expected a replay to read the batch's recorded range whole. "
+            "Restart from a new checkpoint, raise the stream's retention, or pass --fail-on-data-loss false to "
+            "replay what is left (the loss is then logged and counted)."
+        )
+    logger.warning("kinesis source replaying what is left of a range: %s", gap)
+    return gap
 
 
 def read_task(
@@ -291,14 +367,31 @@ def read_task(
     recorded (put-if-absent) before it is returned. Another attempt's record, when it got there first,
     wins: its range is what this attempt returns."""
     recorded = log.read(batch, shard_id)
-    if recorded is not None and recorded.after == start.sequence:
-        return replay(reader, stream, start, recorded)
-    read, mine = fetch(reader, batch, shard_id, start, closed_end=closed_end, limits=limits)
     if recorded is not None:
-        # A record of another start is no range of this batch (a checkpoint's offsets were rewritten).
-        log.overwrite(mine)
-        return read
+        if recorded.after != start.sequence:
+            raise _mismatch(log, stream, start, recorded)
+        return replay(reader, log, stream, start, recorded)
+    read, mine = fetch(reader, batch, shard_id, start, closed_end=closed_end, limits=limits)
     held = log.create(mine)
     if held.end == mine.end:
         return read
-    return replay(reader, stream, start, held)
+    return replay(reader, log, stream, start, held)
+
+
+def _mismatch(log: RangeLog, stream: str, start: ShardPosition, recorded: RangeRecord) -> RangeMismatchError:
+    # Refused, never replaced: the batch id is already bound to the recorded range (the sink's transaction
+    # version is the batch id, and delta-spark skips a version it committed), so another range read under it
+    # could be dropped by the sink without a sign. Only a person knows whether the batch reached the table.
+    def after(sequence: str | None) -> str:
+        return (
+            f"after sequence number {sequence}" if sequence is not None else "at the shard's start position"
+        )
+
+    return RangeMismatchError(
+        f"batch {recorded.batch} of stream {stream!r} shard {recorded.shard} was first read "
+        f"{after(recorded.after)} (recorded in {log.where(recorded.batch, recorded.shard)}), but the "
+        f"checkpoint's offsets now start it {after(start.sequence)}: they were changed after the batch ran. "
+        f"Expected a replay of a batch to read its recorded range; restore the checkpoint's offsets/"
+        f"{recorded.batch} as it was, or start from a new checkpoint (delete the batch's range files only if "
+        "you know it never reached the table: its batch id may be committed there already)."
+    )

@@ -7,6 +7,7 @@ off-by-one in the advance from one batch's recorded range to the next batch's st
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 
@@ -77,14 +78,20 @@ class OneShard:
         }
 
 
-def _reader(client: OneShard) -> ShardReader:
-    return ShardReader(client, "s", sleep=lambda _seconds: None, now_ms=lambda: int(T0.timestamp() * 1000))
+def _reader(client: OneShard, *, fail_on_data_loss: bool = True) -> ShardReader:
+    return ShardReader(
+        client,
+        "s",
+        fail_on_data_loss=fail_on_data_loss,
+        sleep=lambda _seconds: None,
+        now_ms=lambda: int(T0.timestamp() * 1000),
+    )
 
 
-def _read_from_start(client, log, limits, *, batch: int):
+def _read_from_start(client, log, limits, *, batch: int, fail_on_data_loss: bool = True):
     """One task of ``batch`` reading the test shard from its start."""
     return read_task(
-        _reader(client),
+        _reader(client, fail_on_data_loss=fail_on_data_loss),
         log,
         "s",
         batch=batch,
@@ -178,6 +185,182 @@ def test_a_replay_whose_records_expired_is_data_loss(tmp_path):
     client.seqs = client.seqs[:2]
     with pytest.raises(DataLossError, match=r"shard shardId-000000000000 of batch 0 up to sequence number"):
         _read_from_start(client, log, limits, batch=0)
+
+
+LIMITS = Limits(records=100, bytes=10**9, seconds=60)
+
+
+def _expired_first_records(tmp_path, *, fail_on_data_loss: bool):
+    """Batch 0 read records 0..4; the trim horizon has since passed records 0 and 1; the batch is replayed."""
+    client = OneShard(5)
+    log = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=100)
+    _read_from_start(client, log, LIMITS, batch=0)
+    client.seqs = client.seqs[2:]
+    return client, log, _read_from_start(client, log, LIMITS, batch=0, fail_on_data_loss=fail_on_data_loss)
+
+
+def test_a_replay_whose_expired_first_records_are_data_loss_naming_stream_shard_batch_and_firsts(tmp_path):
+    with pytest.raises(DataLossError) as info:
+        _expired_first_records(tmp_path, fail_on_data_loss=True)
+    assert str(info.value) == (
+        f"data loss on the replay of stream 's' shard {SHARD} batch 0: the recorded range (from the shard's "
+        f"start position) starts at sequence number {BASE}, but the first record a replay can read is "
+        f"{BASE + 20}; records of the range expired since the batch was first read. Expected a replay to read the batch's "
+        "recorded range whole. Restart from a new checkpoint, raise the stream's retention, or pass "
+        "--fail-on-data-loss false to replay what is left (the loss is then logged and counted)."
+    )
+
+
+GAP = (
+    f"stream 's' shard {SHARD} batch 0: the recorded range (from the shard's start position) starts at "
+    f"sequence number {BASE}, but the first record a replay can read is {BASE + 20}; records of the range "
+    "expired since the batch was first read"
+)
+
+
+def test_a_tolerated_replay_loss_is_logged_once_noted_in_the_range_and_counted_per_shard(tmp_path, caplog):
+    from jobs.sources.kinesis import with_ranges
+
+    with caplog.at_level("WARNING", logger="jobs.sources.kinesis_ranges"):
+        client, log, read = _expired_first_records(tmp_path, fail_on_data_loss=False)
+    assert _numbers(read) == [2, 3, 4]
+    assert read.lost == GAP
+    assert [r.getMessage() for r in caplog.records] == [
+        f"kinesis source replaying what is left of a range: {GAP}"
+    ]
+    # A second replay finds the loss noted already: it is counted once for the batch's shard.
+    again = _read_from_start(client, log, LIMITS, batch=0, fail_on_data_loss=False)
+    assert _numbers(again) == [2, 3, 4]
+    recorded = log.read(0, SHARD)
+    assert (recorded.first, recorded.end, recorded.lost, recorded.replay_lost) == (
+        str(BASE),
+        str(BASE + 40),
+        None,
+        GAP,
+    )
+    metrics = with_ranges({"data_loss": [], "shards": {}}, {SHARD: recorded})
+    assert (metrics["data_loss_events"], metrics["data_loss"]) == (1, [GAP])
+    assert metrics["shards"][SHARD]["data_loss_events"] == 1
+
+
+def test_a_tolerated_replay_whose_whole_range_expired_reads_nothing_and_counts_the_loss(tmp_path):
+    client = OneShard(5)
+    log = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=100)
+    _read_from_start(client, log, LIMITS, batch=0)
+    client.append(3)
+    client.seqs = client.seqs[6:]  # records 0..5 expired: the range (0..4) is gone, 6 and 7 are newer
+    read = _read_from_start(client, log, LIMITS, batch=0, fail_on_data_loss=False)
+    assert _numbers(read) == []
+    assert log.read(0, SHARD).replay_lost == (
+        f"stream 's' shard {SHARD} batch 0: the recorded range (from the shard's start position) starts at "
+        f"sequence number {BASE}, but no record of it up to {BASE + 40} is left; records of the range expired "
+        "since the batch was first read"
+    )
+
+
+def test_a_tolerated_replay_loss_is_noted_once_on_an_s3_checkpoint_too():
+    import boto3
+    from moto import mock_aws
+
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket="checkpoints")
+        log = RangeLog(CheckpointStore("s3://checkpoints/q", lambda: s3), retain=100)
+        client = OneShard(5)
+        _read_from_start(client, log, LIMITS, batch=0)
+        client.seqs = client.seqs[2:]
+        for _ in range(2):
+            read = _read_from_start(client, log, LIMITS, batch=0, fail_on_data_loss=False)
+            assert (_numbers(read), read.lost) == ([2, 3, 4], GAP)
+        body = s3.get_object(Bucket="checkpoints", Key=f"q/{range_name(0, SHARD)}")["Body"].read()
+        assert (json.loads(body)["first"], json.loads(body)["replay_lost"]) == (str(BASE), GAP)
+
+
+def test_a_range_recorded_before_first_was_kept_still_replays_exactly(tmp_path):
+    client = OneShard(8)
+    store = CheckpointStore(str(tmp_path), lambda: None)
+    # Written by the version before: no "first", no "replay_lost".
+    old = {
+        "batch": 0, "shard": SHARD, "after": None, "end": str(BASE + 40), "end_arrival_ms": 4, "done": False,
+        "more": False, "records": 5, "bytes": 500, "arrival_sum_us": 0, "millis_behind_latest": 0,
+        "throttled": 0, "retries": 0, "iterator_refreshes": 0, "lost": None, "read_seconds": 0.1,
+        "read_at": 1.0,
+    }  # fmt: skip
+    assert store.create(range_name(0, SHARD), json.dumps(old))
+    log = RangeLog(store, retain=100)
+    assert log.read(0, SHARD).first is None
+    read = _read_from_start(client, log, LIMITS, batch=0)
+    assert _numbers(read) == [0, 1, 2, 3, 4]
+    assert json.loads((tmp_path / range_name(0, SHARD)).read_text()) == old  # replayed, not rewritten
+    # A new record keeps the first sequence number its read started at.
+    _read_from_start(client, log, LIMITS, batch=1)
+    assert json.loads((tmp_path / range_name(1, SHARD)).read_text())["first"] == str(BASE)
+
+
+def test_a_record_of_another_start_is_refused_in_one_line_and_left_as_it_was(tmp_path):
+    from jobs.errors import find_job_error
+    from jobs.sources.errors import RangeMismatchError
+
+    client = OneShard(8)
+    log = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=100)
+    _read_from_start(client, log, LIMITS, batch=3)
+    before = (tmp_path / range_name(3, SHARD)).read_text()
+    calls = client.get_records_calls
+    # The checkpoint's offsets were edited by hand: batch 3 now starts after record 2.
+    with pytest.raises(RangeMismatchError) as info:
+        read_task(
+            _reader(client),
+            log,
+            "s",
+            batch=3,
+            shard_id=SHARD,
+            start=ShardPosition(sequence=str(BASE + 20)),
+            closed_end=None,
+            limits=LIMITS,
+        )
+    assert str(info.value) == (
+        f"batch 3 of stream 's' shard {SHARD} was first read at the shard's start position (recorded in "
+        f"{tmp_path}/{range_name(3, SHARD)}), but the checkpoint's offsets now start it after sequence number "
+        f"{BASE + 20}: they were changed after the batch ran. Expected a replay of a batch to read its recorded "
+        "range; restore the checkpoint's offsets/3 as it was, or start from a new checkpoint (delete the "
+        "batch's range files only if you know it never reached the table: its batch id may be committed there "
+        "already)."
+    )
+    assert info.value.exit_code == 2
+    # Raised on an executor, it reaches the job as Spark's text: still this error, exit 2, one line.
+    carried = find_job_error(
+        RuntimeError(f"Task failed\njobs.sources.errors.RangeMismatchError: {info.value}\n")
+    )
+    assert (type(carried), carried.exit_code, str(carried)) == (RangeMismatchError, 2, str(info.value))
+    assert (tmp_path / range_name(3, SHARD)).read_text() == before
+    assert client.get_records_calls == calls  # refused before reading
+
+
+def test_a_replay_that_loses_the_race_to_note_the_loss_leaves_the_winners_note(tmp_path):
+    client = OneShard(5)
+    store = CheckpointStore(str(tmp_path), lambda: None)
+    log = RangeLog(store, retain=100)
+    _read_from_start(client, log, LIMITS, batch=0)
+    client.seqs = client.seqs[2:]
+    real_replace = store.replace
+    outcomes: list[bool] = []
+
+    def replace_after_another_replay(name, text, *, version):
+        # Another replay (another executor) notes the loss between this one's read and its replace.
+        if not outcomes:
+            _, theirs = store.read_versioned(name)
+            noted = RangeRecord.from_text(store.read(name))
+            assert real_replace(
+                name, dataclasses.replace(noted, replay_lost="theirs").to_text(), version=theirs
+            )
+        outcomes.append(real_replace(name, text, version=version))
+        return outcomes[-1]
+
+    store.replace = replace_after_another_replay  # type: ignore[method-assign]
+    read = _read_from_start(client, log, LIMITS, batch=0, fail_on_data_loss=False)
+    assert read.lost == GAP
+    assert outcomes == [False]  # the stale version lost; re-read, the loss was noted already
+    assert log.read(0, SHARD).replay_lost == "theirs"
 
 
 def _record(batch: int, **fields) -> RangeRecord:
