@@ -21,6 +21,7 @@ import json
 import logging
 import time
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -32,6 +33,8 @@ from jobs.sources.errors import DataLossError, RangeMismatchError
 logger = logging.getLogger(__name__)
 
 RANGES_DIR = "sources/kinesis/ranges"
+# How many range files the planner reads at once (S3 GETs of a few hundred bytes each).
+_READ_THREADS = 16
 
 
 def range_name(batch_id: int, shard_id: str) -> str:
@@ -182,10 +185,19 @@ class RangeLog:
         return None if text is None else RangeRecord.from_text(text)
 
     def read_batch(self, planned: PlannedBatch) -> dict[str, RangeRecord] | None:
-        """Every read shard's record of ``planned``; None while one is missing (the batch has not run)."""
+        """Every read shard's record of ``planned``; None while one is missing (the batch has not run).
+
+        The planner calls this once per batch, one small file per shard: on S3 a GET each, so they are read
+        ``_READ_THREADS`` at a time (a 100-shard stream's plan waits for about seven round trips, not 100).
+        """
+        shard_ids = list(planned.read)
+        if len(shard_ids) <= 1:
+            records = [self.read(planned.batch, shard_id) for shard_id in shard_ids]
+        else:
+            with ThreadPoolExecutor(min(_READ_THREADS, len(shard_ids)), "kinesis-ranges") as pool:
+                records = list(pool.map(lambda shard_id: self.read(planned.batch, shard_id), shard_ids))
         found: dict[str, RangeRecord] = {}
-        for shard_id in planned.read:
-            record = self.read(planned.batch, shard_id)
+        for shard_id, record in zip(shard_ids, records, strict=True):
             if record is None:
                 return None
             found[shard_id] = record

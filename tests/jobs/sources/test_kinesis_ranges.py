@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import threading
 
 import pytest
 from botocore.exceptions import ClientError
@@ -620,3 +621,35 @@ def test_a_refused_get_records_is_one_access_error_naming_stream_shard_and_permi
     # Refused at once (no retries: a permission does not come back by itself), and no range was recorded.
     assert client.get_records_calls == 1
     assert log.read(0, SHARD) is None
+
+
+def test_the_planner_reads_a_batchs_range_files_at_once_not_one_after_another(tmp_path):
+    # Four shards' files; each read waits until all four are being read (a barrier), so one-after-another
+    # reads would time out. On S3 each is a GET: a 100-shard plan must not wait for 100 round trips.
+    shards = [f"shardId-00000000000{i}" for i in range(4)]
+    store = CheckpointStore(str(tmp_path), lambda: None)
+    log = RangeLog(store, retain=100)
+    for i, shard in enumerate(shards):
+        log.create(dataclasses.replace(_record(7, end=str(100 + i)), shard=shard))
+    together = threading.Barrier(len(shards), timeout=5)
+    real_read = store.read_if_exists
+
+    def read_when_all_are_reading(name: str) -> str | None:
+        together.wait()
+        return real_read(name)
+
+    store.read_if_exists = read_when_all_are_reading  # type: ignore[method-assign]
+    position = ShardPosition()
+    planned = PlannedBatch(StreamOffset("s", dict.fromkeys(shards, position)), 7, dict.fromkeys(shards), 0)
+    records = log.read_batch(planned)
+    assert records is not None
+    assert {shard: record.end for shard, record in records.items()} == {
+        "shardId-000000000000": "100",
+        "shardId-000000000001": "101",
+        "shardId-000000000002": "102",
+        "shardId-000000000003": "103",
+    }
+    # One file missing: the batch has not run yet.
+    (tmp_path / range_name(7, shards[2])).unlink()
+    together.reset()
+    assert log.read_batch(planned) is None
