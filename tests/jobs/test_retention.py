@@ -15,10 +15,11 @@ from jobs.errors import BatchNotKeptError
 from jobs.sources import read_source_metrics
 
 REGION = "us-east-1"
-RETAIN = 10
-# Six times the retention, then MORE after a restart: enough to see pruning at work many times over.
-FIRST = 60
-MORE = 10
+RETAIN = 3
+# Four times the retention, then MORE after a restart: pruning at work nine times over, and past delta-spark's
+# first log checkpoint (every 10 commits).
+FIRST = 12
+MORE = 3
 
 
 def _put(kinesis, stream: str, numbers: range) -> list[bytes]:
@@ -89,42 +90,40 @@ def test_many_batches_keep_the_last_n_and_restarts_after_pruning_resume_exactly_
 
     assert sorted(_landed(settings)) == sorted(sent)
     metrics = Path(settings.checkpoint) / "sources" / "kinesis" / "metrics"
-    # 60 batches of one record, then batch 60: the poll that found the stream drained (executors read, so
-    # only a batch can tell), which read nothing and committed nothing. The last 10 are kept.
-    assert _names(metrics) == [f"batch-{batch:010d}.json" for batch in range(51, 61)]
+    # 12 batches of one record, then batch 12: the poll that found the stream drained (executors read, so
+    # only a batch can tell), which read nothing and committed nothing. The last 3 are kept.
+    assert _names(metrics) == [f"batch-{batch:010d}.json" for batch in range(10, 13)]
     kept = read_source_metrics(settings.checkpoint)
-    assert [(m["batch_id"], m["records"]) for m in kept] == [(batch, 1) for batch in range(51, 60)] + [
-        (60, 0)
-    ]
-    with pytest.raises(BatchNotKeptError, match=r"batch 12's file .* is no longer kept: .* \(51\.\.60 now\)"):
-        read_source_metrics(settings.checkpoint, batch_id=12)
+    assert [(m["batch_id"], m["records"]) for m in kept] == [(10, 1), (11, 1), (12, 0)]
+    with pytest.raises(BatchNotKeptError, match=r"batch 2's file .* is no longer kept: .* \(10\.\.12 now\)"):
+        read_source_metrics(settings.checkpoint, batch_id=2)
     # delta-spark checkpoints the table's log every 10 commits (version 0 is the table's creation).
-    assert (Path(settings.table) / "_delta_log" / "00000000000000000050.checkpoint.parquet").is_file()
+    assert (Path(settings.table) / "_delta_log" / "00000000000000000010.checkpoint.parquet").is_file()
     # Spark's own logs are bounded by the same setting (it keeps one more: the batch it may replay).
-    assert _names(Path(settings.checkpoint) / "offsets") == [str(batch) for batch in range(50, 61)]
-    assert _names(Path(settings.checkpoint) / "commits") == [str(batch) for batch in range(50, 61)]
+    assert sorted(_names(Path(settings.checkpoint) / "offsets"), key=int) == ["9", "10", "11", "12"]
+    assert sorted(_names(Path(settings.checkpoint) / "commits"), key=int) == ["9", "10", "11", "12"]
 
     # A restart after pruning resumes where the offset log says, and adds only the new records.
     more = _put(kinesis, unique_name, range(FIRST, FIRST + MORE))
     _drain(spark, settings)
     assert sorted(_landed(settings)) == sorted(sent + more)
-    # Batches 61..70 read one record each, 71 found the stream drained.
-    assert _names(metrics) == [f"batch-{batch:010d}.json" for batch in range(62, 72)]
+    # Batches 13..15 read one record each, 16 found the stream drained.
+    assert _names(metrics) == [f"batch-{batch:010d}.json" for batch in range(14, 17)]
 
-    # A crash between the Delta commit of batch 70 (the last with rows) and Spark's commit: the checkpoint
-    # is put back to "70 planned, not committed"; the replayed batch is skipped, not written twice.
+    # A crash between the Delta commit of batch 15 (the last with rows) and Spark's commit: the checkpoint
+    # is put back to "15 planned, not committed"; the replayed batch is skipped, not written twice.
     version = DeltaTable(settings.table).version()
     for name in (
-        "commits/71",
-        "commits/.71.crc",
-        "offsets/71",
-        "offsets/.71.crc",
-        "commits/70",
-        "commits/.70.crc",
+        "commits/16",
+        "commits/.16.crc",
+        "offsets/16",
+        "offsets/.16.crc",
+        "commits/15",
+        "commits/.15.crc",
     ):
         (Path(settings.checkpoint) / name).unlink(missing_ok=True)
     _drain(spark, settings)
     assert DeltaTable(settings.table).version() == version
     assert sorted(_landed(settings)) == sorted(sent + more)
     kept_now = _names(metrics)
-    assert len(kept_now) == RETAIN and kept_now[-1] >= "batch-0000000071.json"
+    assert len(kept_now) == RETAIN and kept_now[-1] >= "batch-0000000016.json"
