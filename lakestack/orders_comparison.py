@@ -21,6 +21,7 @@ from lakestack.report import percentile
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyspark.sql import DataFrame
 
     from jobs.pipelines.orders import BatchReport, Layout, OrdersTables
 
@@ -104,9 +105,19 @@ class OrdersRecorder:
         self.applied = 0
         self.started = time.time()
 
-    def __call__(self, report: BatchReport, changes: pa.Table) -> None:
+    def __call__(self, report: BatchReport, changes: pa.Table | DataFrame) -> None:
+        """Record one micro-batch. The changes come as the job has them: a DataFrame when delta-spark writes the
+        layouts (this oracle, not the job, brings their order columns to the driver), or an Arrow table."""
+        import pyarrow as pa
+
         columns = ["change_id", "op", *ORDER_FIELDS]
-        self.changes_by_batch.setdefault(report.batch_id, changes.select(columns).to_pylist())
+        if isinstance(changes, pa.Table):
+            seen = changes.select(columns)
+        else:
+            from jobs.lake import to_arrow
+
+            seen = to_arrow(changes.select(*columns))
+        self.changes_by_batch.setdefault(report.batch_id, seen.to_pylist())
         self.change_bytes += report.change_bytes
         self.bronze_rows += report.bronze_rows
         self.quarantined += report.quarantined

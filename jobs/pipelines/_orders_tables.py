@@ -31,11 +31,12 @@ from jobs.errors import JobError
 from jobs.lake import DeltaRsEngine, LakeEngine, LakeTable, with_retries
 from jobs.pipelines._cdc import (
     BASE_SCHEMA,
+    BUCKET_COLUMN,
     CHANGE_LOG_SCHEMA,
     DELETE_FLAG,
     IS_DELETED,
     LOG_SEQ,
-    ORDER_SCHEMA,
+    ORDERS_TABLE_SCHEMA,
     PARTITION_COLUMN,
     TOMBSTONE_SCHEMA,
     change_log_rows,
@@ -110,13 +111,14 @@ class OrdersTables:
         return {"orders_base": self.base, "orders_changes": self.changes}
 
     def create(self, layout: Layout) -> None:
-        """Create the layout's tables when they do not exist (partitioned by ``order_date``)."""
+        """Create the layout's tables when they do not exist: the MERGEd ones (``orders``, ``orders_base``)
+        partitioned by ``order_bucket``, the change log by ``order_date``."""
         if layout == "cow":
             # The change data feed lets readers follow orders as inserts, updates and deletes.
-            self.orders.create(ORDER_SCHEMA, partition_by=[PARTITION_COLUMN], change_data_feed=True)
+            self.orders.create(ORDERS_TABLE_SCHEMA, partition_by=[BUCKET_COLUMN], change_data_feed=True)
             self.tombstones.create(TOMBSTONE_SCHEMA)
         else:
-            self.base.create(BASE_SCHEMA, partition_by=[PARTITION_COLUMN])
+            self.base.create(BASE_SCHEMA, partition_by=[BUCKET_COLUMN])
             self.changes.create(CHANGE_LOG_SCHEMA, partition_by=[PARTITION_COLUMN])
 
 
@@ -225,7 +227,7 @@ class CowWriter:
                 delete_column=DELETE_FLAG,
                 app_id=self.app_id,
                 batch_id=batch_id,
-                partition_by=[PARTITION_COLUMN],
+                partition_by=[BUCKET_COLUMN],
             ),
             what=f"MERGE of batch {batch_id} into {orders.uri}",
             policy=self._retry,
@@ -390,7 +392,7 @@ class Compactor:
             precombine="order_ts",
             app_id=COMPACTION_APP_ID,
             batch_id=last,
-            partition_by=[PARTITION_COLUMN],
+            partition_by=[BUCKET_COLUMN],
         )
         return CompactionOutcome(
             merged_through=last if merged.committed else merged_through(self.tables),
