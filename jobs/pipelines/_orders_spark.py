@@ -43,9 +43,10 @@ from jobs.pipelines._orders_tables import (
     BatchOutcome,
     CompactionOutcome,
     CompactionStatus,
+    Compactor,
+    CowTablesWriter,
     OrdersStateError,
     OrdersTables,
-    _TombstonePurge,
     merged_through,
 )
 
@@ -134,25 +135,8 @@ def _done(table: Any, app_id: str, batch_id: int) -> bool:
     return found is not None and found >= batch_id
 
 
-class SparkCowWriter:
+class SparkCowWriter(CowTablesWriter):
     """Applies micro-batches of changes to the copy-on-write tables with delta-spark MERGEs."""
-
-    def __init__(
-        self,
-        tables: OrdersTables,
-        *,
-        app_id: str,
-        tombstone_retention: timedelta = DEFAULT_TOMBSTONE_RETENTION,
-        retry: RetryPolicy | None = None,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-    ) -> None:
-        self.tables = tables
-        self.app_id = app_id
-        self._retry = retry
-        tables.create("cow")
-        self._purge = _TombstonePurge(
-            tables.tombstones, retention=tombstone_retention, flag=None, clock=clock
-        )
 
     def plan(self, changes: DataFrame) -> DataFrame:
         """The batch's winners against the kept tombstones: MERGE source columns plus ``_delete`` and ``_late``
@@ -292,12 +276,14 @@ class SparkMorWriter:
         )
 
 
-class SparkCompactor:
+class SparkCompactor(Compactor):
     """Merges the pending change log into ``orders_base`` as one Spark job (a MERGE on the executors).
 
     Safe beside the stream (which only appends to the log) and beside another compactor: two MERGEs into the
     base conflict in Delta, the loser is retried and starts over from the base's new recorded position.
     """
+
+    _engine_note = " (Spark)"
 
     def __init__(
         self,
@@ -308,13 +294,8 @@ class SparkCompactor:
         retry: RetryPolicy | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
+        super().__init__(tables, tombstone_retention=tombstone_retention, retry=retry, clock=clock)
         self.spark = spark
-        self.tables = tables
-        self._retry = retry
-        tables.create("mor")
-        self._purge = _TombstonePurge(
-            tables.base, retention=tombstone_retention, flag=IS_DELETED, clock=clock
-        )
 
     def _log(self) -> DataFrame:
         return self.spark.read.format("delta").load(self.tables.changes.uri)
@@ -333,30 +314,6 @@ class SparkCompactor:
         assert row is not None
         latest = -1 if row["latest"] is None else int(row["latest"])
         return CompactionStatus(merged_through=through, latest=latest, pending_commits=int(row["pending"]))
-
-    def run(self) -> CompactionOutcome:
-        """Merge every change-log row after the recorded position into the base, in one commit."""
-        started = time.perf_counter()
-        outcome = with_retries(
-            self._attempt, what=f"compaction of {self.tables.changes.uri}", policy=self._retry
-        )
-        self._purge.maybe_run(retry=self._retry)
-        seconds = time.perf_counter() - started
-        if outcome.committed:
-            log.info(
-                "orders: compacted %d changes into %d base rows through log_seq %d in %.2fs (Spark)",
-                outcome.changes,
-                outcome.rows,
-                outcome.merged_through,
-                seconds,
-            )
-        return CompactionOutcome(
-            merged_through=outcome.merged_through,
-            changes=outcome.changes,
-            rows=outcome.rows,
-            committed=outcome.committed,
-            seconds=seconds,
-        )
 
     def rows(self, pending: DataFrame) -> DataFrame:
         """Base rows for pending change-log rows: the winner per order, deletes as tombstone rows."""

@@ -176,8 +176,9 @@ class _TombstonePurge:
         return result.deleted
 
 
-class CowWriter:
-    """Applies micro-batches of changes to the copy-on-write tables (one MERGE into ``orders`` each)."""
+class CowTablesWriter:
+    """What both copy-on-write writers (delta-rs here, delta-spark in ``_orders_spark``) start from: the tables,
+    created for the layout, the query's app id, the retry policy and the tombstones' purge."""
 
     def __init__(
         self,
@@ -195,6 +196,10 @@ class CowWriter:
         self._purge = _TombstonePurge(
             tables.tombstones, retention=tombstone_retention, flag=None, clock=clock
         )
+
+
+class CowWriter(CowTablesWriter):
+    """Applies micro-batches of changes to the copy-on-write tables (one MERGE into ``orders`` each)."""
 
     def write(self, changes: pa.Table, batch_id: int) -> BatchOutcome:
         """Apply one micro-batch of parsed changes (``CHANGE_SCHEMA``) exactly once."""
@@ -324,6 +329,9 @@ class Compactor:
     the loser's commit fails and it starts over from the base's new recorded position.
     """
 
+    # What the compaction log line adds after its time (the Spark compactor names itself).
+    _engine_note = ""
+
     def __init__(
         self,
         tables: OrdersTables,
@@ -357,11 +365,12 @@ class Compactor:
         seconds = time.perf_counter() - started
         if outcome.committed:
             log.info(
-                "orders: compacted %d changes into %d base rows through log_seq %d in %.2fs",
+                "orders: compacted %d changes into %d base rows through log_seq %d in %.2fs%s",
                 outcome.changes,
                 outcome.rows,
                 outcome.merged_through,
                 seconds,
+                self._engine_note,
             )
         return CompactionOutcome(
             merged_through=outcome.merged_through,
