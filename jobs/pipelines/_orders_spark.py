@@ -198,8 +198,23 @@ class SparkCowWriter(CowTablesWriter):
                 committed = True
             source = plan.filter(~F.col("_late")).drop("_late")
             buckets = touched_buckets(source)
-            if buckets and not _done(orders, self.app_id, batch_id):
-                stored = [*ORDER_COLUMNS, PARTITION_COLUMN, BUCKET_COLUMN]
+            stored = [*ORDER_COLUMNS, PARTITION_COLUMN, BUCKET_COLUMN]
+            if not buckets:
+                # Nothing to merge: still one commit carrying the batch's transaction, as every other batch
+                # (and the delta-rs writer) makes, so each micro-batch has its version of ``orders`` to read
+                # as of (time travel), and a replay finds it.
+                appended = with_retries(
+                    lambda: orders.append(
+                        source.select(*stored).limit(0),
+                        app_id=self.app_id,
+                        batch_id=batch_id,
+                        partition_by=[BUCKET_COLUMN],
+                    ),
+                    what=f"empty commit of batch {batch_id} to {orders.uri}",
+                    policy=self._retry,
+                )
+                committed = committed or appended.committed
+            elif not _done(orders, self.app_id, batch_id):
                 values = {c: f"s.{c}" for c in stored}
                 newer = "s.order_ts >= t.order_ts"
                 with_retries(

@@ -164,6 +164,32 @@ def test_a_batch_is_written_where_dataframes_have_no_to_arrow_method(spark, tmp_
     assert as_expected(snapshot(None, "cow", OrdersTables(str(tmp_path / "lake")))) == expected
 
 
+def test_a_batch_without_changes_still_commits_its_transaction_in_each_layout(spark, tmp_path):
+    """One commit per micro-batch in ``orders`` as in ``orders_changes``, also when the batch holds no orders
+    change (the demo's first trigger, before any load): the comparison's time travel picks a batch's commit."""
+    from jobs.sources import read_delta
+
+    bronze = str(tmp_path / "bronze")
+    fill_bronze(bronze, NOT_ORDERS)
+    job = OrdersJob(settings(tmp_path, "cow", compact_every=0), layouts=("cow", "mor"))
+    try:
+        report = job.write_batch("lakestack-orders-test", read_delta(spark, bronze), 0)
+    finally:
+        job.close()
+    assert (report.bronze_rows, report.other_types, report.quarantined) == (2, 2, 0)
+    assert {layout: outcome.committed for layout, outcome in report.outcomes.items()} == {
+        "cow": True,
+        "mor": True,
+    }
+    tables = OrdersTables(str(tmp_path / "lake"))
+    last = {name: getattr(tables, name).commits()[-1] for name in ("orders", "changes")}
+    assert {name: (c.app_id, c.batch_id) for name, c in last.items()} == {
+        "orders": ("lakestack-orders-test", 0),
+        "changes": ("lakestack-orders-test", 0),
+    }
+    assert tables.orders.read().num_rows == 0
+
+
 def test_no_rows_reach_the_driver_and_every_table_is_written_by_delta_spark(spark, tmp_path, monkeypatch):
     """The payloads, quarantined rows and changes stay on the executors; the figures still add up."""
     from deltalake import DeltaTable
