@@ -119,8 +119,9 @@ def test_one_query_feeds_both_layouts_side_by_side(spark, tmp_path):
     payloads, expected = orders_payloads(32, 150, out_of_order_rate=0.2, duplicate_rate=0.1)
     fill_bronze(str(tmp_path / "bronze"), payloads, per_commit=50)
     seen: list[tuple[int, int]] = []
+    job_settings = settings(tmp_path, "cow", compact_every=1)
     job = OrdersJob(
-        settings(tmp_path, "cow", compact_every=1),
+        job_settings,
         layouts=("cow", "mor"),
         on_batch=lambda report, changes: seen.append((report.batch_id, changes.count())),
     )
@@ -138,6 +139,12 @@ def test_one_query_feeds_both_layouts_side_by_side(spark, tmp_path):
         r.outcomes["mor"].changes + r.outcomes["mor"].duplicates for r in job.reports
     )
     assert all(set(r.outcomes) == set(r.latencies_s) == {"cow", "mor"} for r in job.reports)
+    # The figures a monitor sums (the demo's drain line), one file per batch next to the checkpoint.
+    metrics = job_settings.job.batch_metrics()
+    assert metrics.batch_ids() == [r.batch_id for r in job.reports]
+    totals = metrics.totals()
+    assert (totals["bronze_rows"], totals["other_types"], totals["quarantined"]) == (150, 0, 0)
+    assert totals["changes"] + totals["duplicates_removed"] == 150
     frame = snapshot(spark, "mor", tables)
     assert frame.columns == ["order_id", "order_ts", "customer_id", "amount", "status", "order_date"]
     assert sorted(r["order_id"] for r in frame.collect()) == [r["order_id"] for r in expected]
