@@ -21,6 +21,7 @@ from lakestack.report import percentile
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyspark.sql import DataFrame
 
     from jobs.pipelines.orders import BatchReport, Layout, OrdersTables
 
@@ -104,9 +105,19 @@ class OrdersRecorder:
         self.applied = 0
         self.started = time.time()
 
-    def __call__(self, report: BatchReport, changes: pa.Table) -> None:
+    def __call__(self, report: BatchReport, changes: pa.Table | DataFrame) -> None:
+        """Record one micro-batch. The changes come as the job has them: a DataFrame when delta-spark writes the
+        layouts (this oracle, not the job, brings their order columns to the driver), or an Arrow table."""
+        import pyarrow as pa
+
         columns = ["change_id", "op", *ORDER_FIELDS]
-        self.changes_by_batch.setdefault(report.batch_id, changes.select(columns).to_pylist())
+        if isinstance(changes, pa.Table):
+            seen = changes.select(columns)
+        else:
+            from jobs.lake import to_arrow
+
+            seen = to_arrow(changes.select(*columns))
+        self.changes_by_batch.setdefault(report.batch_id, seen.to_pylist())
         self.change_bytes += report.change_bytes
         self.bronze_rows += report.bronze_rows
         self.quarantined += report.quarantined
@@ -191,13 +202,27 @@ def time_travel_check(
     The old version must equal the fold of every change the query had seen by that batch; that version
     with the change feed applied must equal the final truth.
     """
-    commits = [c for c in tables.orders.commits() if c.batch_id is not None]
+    orders = tables.orders
+    history = orders.commits()
+    commits = [c for c in history if c.batch_id is not None]
     if not commits:
         return {"ok": False, "note": "no micro-batch commits in orders"}
     middle = commits[(len(commits) - 1) // 2]
+    latest = history[-1].version
+    if middle.version >= latest:
+        # The change feed starts after the middle commit: there must be a version after it to read.
+        return {
+            "enough_versions": False,
+            "ok": False,
+            "note": (
+                f"{orders.uri} has {len(commits)} micro-batch commit(s) and ends at version {latest}, the middle "
+                "batch's own commit: time travel needs a later version to read the change feed from. Send the "
+                "load over more micro-batches (more events, or a lower --rate)."
+            ),
+        }
     batch_id = middle.batch_id if middle.batch_id is not None else -1
-    then = as_truth_rows(tables.orders.read(version=middle.version))
-    feed = tables.orders.read_changes(starting_version=middle.version + 1)
+    then = as_truth_rows(orders.read(version=middle.version))
+    feed = orders.read_changes(starting_version=middle.version + 1)
     time_travel_ok = then == fold(recorder.changes_through(batch_id))
     feed_ok = apply_change_feed(then, feed) == expected
     return {

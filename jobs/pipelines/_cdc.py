@@ -13,6 +13,7 @@ The rules, once:
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -45,6 +46,15 @@ ORDER_SCHEMA = pa.schema(
     [CHANGE_SCHEMA.field(name) for name in ORDER_COLUMNS] + [pa.field(PARTITION_COLUMN, pa.date32())]
 )
 
+# The tables that are MERGEd by order_id (cow's orders, mor's base) are partitioned by a bucket of it: an order
+# never changes bucket (it changes order_date whenever an update crosses midnight), so a MERGE's condition can
+# name the buckets its batch touches and Delta scans and rewrites those partitions only. crc32 of the id's UTF-8
+# bytes: Spark has it (``crc32``) and so has Python (``zlib.crc32``), so every writer puts an order in the same
+# bucket. Fixed per table: changing the count moves orders between buckets and needs the table rewritten.
+BUCKET_COLUMN = "order_bucket"
+ORDER_BUCKETS = 16
+ORDERS_TABLE_SCHEMA = ORDER_SCHEMA.append(pa.field(BUCKET_COLUMN, pa.int32()))
+
 # cow: the MERGE source flags deletes with this column (not stored); tombstones live in their own table.
 DELETE_FLAG = "_delete"
 TOMBSTONE_SCHEMA = pa.schema([ORDER_SCHEMA.field("order_id"), ORDER_SCHEMA.field("order_ts")])
@@ -61,6 +71,7 @@ BASE_SCHEMA = pa.schema(
         *(ORDER_SCHEMA.field(n) for n in ORDER_COLUMNS),
         pa.field(IS_DELETED, pa.bool_()),
         ORDER_SCHEMA.field(PARTITION_COLUMN),
+        ORDERS_TABLE_SCHEMA.field(BUCKET_COLUMN),
     ]
 )
 
@@ -73,6 +84,17 @@ def with_order_date(rows: pa.Table) -> pa.Table:
     if PARTITION_COLUMN in rows.column_names:
         return rows.set_column(rows.column_names.index(PARTITION_COLUMN), PARTITION_COLUMN, dates)
     return rows.append_column(PARTITION_COLUMN, dates)
+
+
+def order_bucket(order_id: str) -> int:
+    """The bucket (partition) of an order in the MERGEd tables: ``crc32(utf-8 bytes) % ORDER_BUCKETS``."""
+    return zlib.crc32(order_id.encode()) % ORDER_BUCKETS
+
+
+def with_order_bucket(rows: pa.Table) -> pa.Table:
+    """Add ``order_bucket`` (:func:`order_bucket` of each ``order_id``)."""
+    buckets = pa.array([order_bucket(str(i)) for i in rows["order_id"].to_pylist()], pa.int32())
+    return rows.append_column(BUCKET_COLUMN, buckets)
 
 
 def dedupe_changes(changes: pa.Table) -> tuple[pa.Table, int]:
@@ -114,7 +136,7 @@ class CowPlan:
     """What one micro-batch does to the copy-on-write tables.
 
     Attributes:
-        merge_source: one row per order for the MERGE into ``orders`` (``ORDER_SCHEMA`` plus ``_delete``).
+        merge_source: one row per order for the MERGE into ``orders`` (``ORDERS_TABLE_SCHEMA`` plus ``_delete``).
         tombstones: tombstones to upsert (orders this batch deletes), ``TOMBSTONE_SCHEMA``.
         late: changes dropped because a kept tombstone is as new or newer (a deleted order stays deleted).
     """
@@ -138,11 +160,11 @@ def plan_cow_batch(changes: pa.Table, tombstones: pa.Table) -> CowPlan:
     older: Any = pc.fill_null(pc.less_equal(winners["order_ts"], dead), pa.scalar(False))
     late = pc.and_(pc.invert(deletes), older)
     kept = winners.filter(pc.invert(late))
-    source = with_order_date(kept.select(list(ORDER_COLUMNS)))
+    source = with_order_bucket(with_order_date(kept.select(list(ORDER_COLUMNS))))
     source = source.append_column(DELETE_FLAG, _is_delete(kept))
     gone = winners.filter(deletes).select(list(TOMBSTONE_SCHEMA.names))
     return CowPlan(
-        merge_source=source.cast(ORDER_SCHEMA.append(pa.field(DELETE_FLAG, pa.bool_()))),
+        merge_source=source.cast(ORDERS_TABLE_SCHEMA.append(pa.field(DELETE_FLAG, pa.bool_()))),
         tombstones=gone.cast(TOMBSTONE_SCHEMA),
         late=int(pc.sum(late).as_py() or 0),
     )
@@ -176,7 +198,7 @@ def compaction_rows(pending: pa.Table) -> pa.Table:
     for name in ("customer_id", "amount", "status"):
         columns[name] = pc.if_else(deleted, pa.scalar(None, winners[name].type), winners[name])
     columns[IS_DELETED] = deleted
-    return with_order_date(pa.table(columns)).cast(BASE_SCHEMA)
+    return with_order_bucket(with_order_date(pa.table(columns))).cast(BASE_SCHEMA)
 
 
 def merge_snapshot(base: pa.Table, pending: pa.Table) -> pa.Table:

@@ -31,11 +31,12 @@ from jobs.errors import JobError
 from jobs.lake import DeltaRsEngine, LakeEngine, LakeTable, with_retries
 from jobs.pipelines._cdc import (
     BASE_SCHEMA,
+    BUCKET_COLUMN,
     CHANGE_LOG_SCHEMA,
     DELETE_FLAG,
     IS_DELETED,
     LOG_SEQ,
-    ORDER_SCHEMA,
+    ORDERS_TABLE_SCHEMA,
     PARTITION_COLUMN,
     TOMBSTONE_SCHEMA,
     change_log_rows,
@@ -110,13 +111,14 @@ class OrdersTables:
         return {"orders_base": self.base, "orders_changes": self.changes}
 
     def create(self, layout: Layout) -> None:
-        """Create the layout's tables when they do not exist (partitioned by ``order_date``)."""
+        """Create the layout's tables when they do not exist: the MERGEd ones (``orders``, ``orders_base``)
+        partitioned by ``order_bucket``, the change log by ``order_date``."""
         if layout == "cow":
             # The change data feed lets readers follow orders as inserts, updates and deletes.
-            self.orders.create(ORDER_SCHEMA, partition_by=[PARTITION_COLUMN], change_data_feed=True)
+            self.orders.create(ORDERS_TABLE_SCHEMA, partition_by=[BUCKET_COLUMN], change_data_feed=True)
             self.tombstones.create(TOMBSTONE_SCHEMA)
         else:
-            self.base.create(BASE_SCHEMA, partition_by=[PARTITION_COLUMN])
+            self.base.create(BASE_SCHEMA, partition_by=[BUCKET_COLUMN])
             self.changes.create(CHANGE_LOG_SCHEMA, partition_by=[PARTITION_COLUMN])
 
 
@@ -174,8 +176,9 @@ class _TombstonePurge:
         return result.deleted
 
 
-class CowWriter:
-    """Applies micro-batches of changes to the copy-on-write tables (one MERGE into ``orders`` each)."""
+class CowTablesWriter:
+    """What both copy-on-write writers (delta-rs here, delta-spark in ``_orders_spark``) start from: the tables,
+    created for the layout, the query's app id, the retry policy and the tombstones' purge."""
 
     def __init__(
         self,
@@ -193,6 +196,10 @@ class CowWriter:
         self._purge = _TombstonePurge(
             tables.tombstones, retention=tombstone_retention, flag=None, clock=clock
         )
+
+
+class CowWriter(CowTablesWriter):
+    """Applies micro-batches of changes to the copy-on-write tables (one MERGE into ``orders`` each)."""
 
     def write(self, changes: pa.Table, batch_id: int) -> BatchOutcome:
         """Apply one micro-batch of parsed changes (``CHANGE_SCHEMA``) exactly once."""
@@ -225,7 +232,7 @@ class CowWriter:
                 delete_column=DELETE_FLAG,
                 app_id=self.app_id,
                 batch_id=batch_id,
-                partition_by=[PARTITION_COLUMN],
+                partition_by=[BUCKET_COLUMN],
             ),
             what=f"MERGE of batch {batch_id} into {orders.uri}",
             policy=self._retry,
@@ -322,6 +329,9 @@ class Compactor:
     the loser's commit fails and it starts over from the base's new recorded position.
     """
 
+    # What the compaction log line adds after its time (the Spark compactor names itself).
+    _engine_note = ""
+
     def __init__(
         self,
         tables: OrdersTables,
@@ -355,11 +365,12 @@ class Compactor:
         seconds = time.perf_counter() - started
         if outcome.committed:
             log.info(
-                "orders: compacted %d changes into %d base rows through log_seq %d in %.2fs",
+                "orders: compacted %d changes into %d base rows through log_seq %d in %.2fs%s",
                 outcome.changes,
                 outcome.rows,
                 outcome.merged_through,
                 seconds,
+                self._engine_note,
             )
         return CompactionOutcome(
             merged_through=outcome.merged_through,
@@ -390,7 +401,7 @@ class Compactor:
             precombine="order_ts",
             app_id=COMPACTION_APP_ID,
             batch_id=last,
-            partition_by=[PARTITION_COLUMN],
+            partition_by=[BUCKET_COLUMN],
         )
         return CompactionOutcome(
             merged_through=last if merged.committed else merged_through(self.tables),

@@ -6,16 +6,20 @@
 every pending change into the base, exit).
 
 Spark 3.5-clean (it runs on Synapse): bronze comes through ``jobs.sources.read_delta_stream`` (Spark's own
-Delta source there), a micro-batch's Arrow through ``jobs.lake.to_arrow``.
+Delta source there). Every row stays on the executors: the layouts are written by delta-spark
+(``_orders_spark``); the driver reads small aggregates. Only tables on the Azurite emulator (no Hadoop file
+system reaches it) are written by delta-rs from the driver, the batch's changes brought there by
+``jobs.lake.to_arrow`` (``_orders_tables``' Arrow writers).
 
 Each micro-batch of bronze rows is classified by the shared envelope (contract C1): the orders' own events
 are parsed with an explicit schema, malformed rows go to ``orders_quarantine`` (C2), other scenarios'
 events are counted and skipped. The changes then go to the layout (``_orders_tables``):
 
 - ``cow``: one MERGE into ``orders`` per micro-batch (latest ``order_ts`` wins, deletes remove rows and
-  leave a tombstone in ``orders_tombstones``);
-- ``mor``: one append to ``orders_changes`` per micro-batch; a compactor beside the stream (a thread of
-  this job, or ``--compact`` from anywhere) merges the log into ``orders_base`` every N change commits.
+  leave a tombstone in ``orders_tombstones``), pruned to the ``order_bucket`` partitions the batch touches;
+- ``mor``: one append to ``orders_changes`` per micro-batch; every N change commits, the same
+  ``foreachBatch`` then runs compaction as a Spark job (a MERGE of the pending log into ``orders_base`` on the
+  executors); ``--compact`` runs it from anywhere.
 
 Reads: :func:`snapshot` (current orders, either layout, optionally as of a version) and
 :func:`read_optimized` (mor's base alone: fast, and stale by the changes not yet compacted).
@@ -27,13 +31,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING, Any, TypeAlias, overload
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -41,7 +44,7 @@ import pyarrow.compute as pc
 from jobs._options import parse_duration, parse_trigger
 from jobs._run import stop_and_raise, stop_on_signals, wait_for_query
 from jobs.errors import SettingsError
-from jobs.lake import LakeTable, scoped_storage_options, to_arrow, with_retries
+from jobs.lake import LakeTable, scoped_storage_options, spark_job_engine, to_arrow, with_retries
 from jobs.pipelines._cdc import CHANGE_SCHEMA
 from jobs.pipelines._envelope import (
     INVALID,
@@ -65,6 +68,7 @@ from jobs.pipelines._job import (
     query_app_id,
     read_bronze,
 )
+from jobs.pipelines._orders_spark import SparkCompactor, SparkCowWriter, SparkMorWriter
 from jobs.pipelines._orders_tables import (
     DEFAULT_TOMBSTONE_RETENTION,
     LAYOUTS,
@@ -83,6 +87,11 @@ from jobs.pipelines._orders_tables import (
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
+
+    # A micro-batch's parsed changes as the layout writers and ``on_batch`` get them: a DataFrame (delta-spark
+    # writers, rows on the executors), or an Arrow table on the driver (delta-rs writers, tables on Azurite).
+    Changes: TypeAlias = pa.Table | DataFrame
+    Writer: TypeAlias = CowWriter | MorWriter | SparkCowWriter | SparkMorWriter
 
 log = logging.getLogger(__name__)
 
@@ -233,47 +242,41 @@ class BatchReport:
         return next(iter(self.outcomes.values()))
 
 
-class BackgroundCompactor:
-    """Runs mor compaction in a thread of the job every ``every`` change commits, never holding the stream.
+class CompactionCadence:
+    """Runs mor compaction after every ``every`` change commits, in the query's ``foreachBatch``, after the
+    batch's append: the compaction is a Spark job (its rows on the executors), the stream's next micro-batch
+    starts when it is done, and the two never race on a table (the append writes the log, compaction the base).
 
-    The stream's batches only ever append to the change log, which compaction does not write; if a
-    compaction is still running when the next one is due, it waits for the next commit. A failed compaction
-    is logged and retried at the next due commit; the stream goes on.
+    A failed compaction is logged and tried again at the next commit; the stream goes on.
     """
 
-    def __init__(self, compactor: Compactor, every: int) -> None:
-        self.compactor = compactor
+    def __init__(self, every: int, compactor: Callable[[], Compactor | SparkCompactor]) -> None:
         self.every = every
         self.outcomes: list[CompactionOutcome] = []
         self.failures: list[BaseException] = []
-        self._pending = compactor.status().pending_commits
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
+        self._make = compactor
+        self._compactor: Compactor | SparkCompactor | None = None
+        self._pending: int | None = None
 
     def committed(self) -> None:
-        """Count one change commit; start a compaction when due and none is running."""
-        with self._lock:
-            self._pending += 1
-            if self._pending < self.every or (self._thread is not None and self._thread.is_alive()):
-                return
-            self._pending = 0
-            self._thread = threading.Thread(target=self._run, name="orders-compaction", daemon=True)
-            self._thread.start()
-
-    def _run(self) -> None:
+        """Count one change commit; compact when ``every`` are pending (counting those before this run)."""
+        if self._compactor is None:
+            self._compactor = self._make()
+            # The commit just made is among the pending ones the status counts.
+            self._pending = self._compactor.status().pending_commits
+        else:
+            self._pending = (self._pending or 0) + 1
+        if self._pending < self.every:
+            return
         try:
-            self.outcomes.append(self.compactor.run())
-        except Exception as error:  # the stream must go on; the next due commit tries again
-            log.error(
-                "orders: compaction failed (the stream goes on; retried at the next due commit): %s", error
-            )
+            self.outcomes.append(self._compactor.run())
+            self._pending = 0
+        except Exception as error:  # the stream must go on; the next commit tries again
+            log.error("orders: compaction failed (the stream goes on; retried at the next commit): %s", error)
             self.failures.append(error)
 
-    def close(self, timeout_s: float = 300.0) -> None:
-        """Wait for a running compaction to finish (its commit is atomic: stopping half-way loses nothing)."""
-        thread = self._thread
-        if thread is not None:
-            thread.join(timeout_s)
+    def close(self) -> None:
+        """Nothing runs between batches: kept so a caller may close the job the same way either way."""
 
 
 class OrdersJob:
@@ -288,41 +291,67 @@ class OrdersJob:
         settings: OrdersSettings,
         *,
         layouts: Sequence[Layout] | None = None,
-        on_batch: Callable[[BatchReport, pa.Table], None] | None = None,
+        on_batch: Callable[[BatchReport, Changes], None] | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.settings = settings
         self.layouts: tuple[Layout, ...] = tuple(layouts or (settings.layout,))
+        # For readers (reports, the demo's checks): delta-rs, no Spark needed.
         self.tables = settings.tables()
         self.on_batch = on_batch
         self.reports: list[BatchReport] = []
         self._clock = clock
-        self._writers: dict[Layout, CowWriter | MorWriter] = {}
+        self._writers: dict[Layout, Writer] = {}
         self._app_id: str | None = None
+        self._spark: SparkSession | None = None
+        self._on_spark: bool | None = None
         self._pool = ThreadPoolExecutor(max_workers=len(self.layouts), thread_name_prefix="orders-write")
-        self.compaction: BackgroundCompactor | None = None
+        self.compaction: CompactionCadence | None = None
         if "mor" in self.layouts and settings.compact_every > 0:
-            compactor = Compactor(self.tables, tombstone_retention=settings.tombstone_retention, clock=clock)
-            self.compaction = BackgroundCompactor(compactor, settings.compact_every)
+            self.compaction = CompactionCadence(settings.compact_every, self._compactor)
 
-    def _writer_for(self, layout: Layout, app_id: str) -> CowWriter | MorWriter:
+    def _writing_tables(self, spark: SparkSession) -> tuple[OrdersTables, bool]:
+        """The tables bound to the engine the job writes them with, and whether that is delta-spark."""
+        options = dict(self.tables.storage_options)
+        engine = spark_job_engine(spark, options)
+        return OrdersTables(self.settings.lake, options, engine=engine), engine.accepts_frames
+
+    def _compactor(self) -> Compactor | SparkCompactor:
+        assert self._spark is not None  # made at the first change commit, inside a batch
+        tables, on_spark = self._writing_tables(self._spark)
+        retention = self.settings.tombstone_retention
+        if on_spark:
+            return SparkCompactor(self._spark, tables, tombstone_retention=retention, clock=self._clock)
+        return Compactor(tables, tombstone_retention=retention, clock=self._clock)
+
+    def _writer_for(self, layout: Layout, app_id: str, spark: SparkSession) -> Writer:
         if layout not in self._writers:
+            tables, on_spark = self._writing_tables(spark)
             retention = self.settings.tombstone_retention
-            self._writers[layout] = (
-                CowWriter(self.tables, app_id=app_id, tombstone_retention=retention, clock=self._clock)
-                if layout == "cow"
-                else MorWriter(self.tables, app_id=app_id)
-            )
+            writer: Writer
+            if layout == "cow":
+                kind = SparkCowWriter if on_spark else CowWriter
+                writer = kind(tables, app_id=app_id, tombstone_retention=retention, clock=self._clock)
+            else:
+                writer = (SparkMorWriter if on_spark else MorWriter)(tables, app_id=app_id)
+            self._writers[layout] = writer
         return self._writers[layout]
 
     def write_batch(self, app_id: str, bronze: DataFrame, batch_id: int) -> BatchReport:
         """Apply one micro-batch exactly once (the ``foreachBatch`` body).
 
-        The classified batch is computed once (persisted); its figures come from one Spark aggregate and its
-        quarantine rows are written by the executors (delta-spark; delta-rs from the driver on Azurite). Only
-        the parsed changes (no payload, no quarantined or other-type rows) reach the driver, for the layouts.
+        The classified batch is computed once (persisted); its figures come from Spark aggregates, and every
+        table is written by the executors (delta-spark): quarantine, the layouts' MERGE or append, compaction.
+        The driver gets counts, the buckets a MERGE touches and a sample of event times (for latency). On the
+        Azurite emulator (delta-rs) the parsed changes are brought to the driver for the Arrow writers.
         """
+        from pyspark.sql import functions as F
+
         started = time.perf_counter()
+        spark = bronze.sparkSession
+        self._spark = spark
+        if self._on_spark is None:
+            self._on_spark = self._writing_tables(spark)[1]
         classified = classify(bronze, ORDERS_ENVELOPE)
         classified.persist()
         try:
@@ -330,41 +359,56 @@ class OrdersJob:
             read_s = time.perf_counter() - started
             if counts.quarantined:
                 self._quarantine(classified, app_id=app_id, batch_id=batch_id)
-            changes = self._changes(classified)
+            valid = classified.filter(F.col(KIND) == VALID).select(*CHANGE_SCHEMA.names)
+            changes: Changes
+            if self._on_spark:
+                changes, event_times = valid, _event_time_sample(valid)
+            else:
+                changes = to_arrow(valid).cast(CHANGE_SCHEMA)
+                micros = pc.drop_null(pc.cast(changes["event_time"], pa.int64())).to_numpy(
+                    zero_copy_only=False
+                )
+                event_times = [float(t) / 1e6 for t in micros]
+            # Each layout writes its own tables with its own transaction ids: a failure in one is raised after
+            # the other finished, and Spark's replay then skips what already landed.
+            futures = {
+                layout: self._pool.submit(self._writer_for(layout, app_id, spark).write, changes, batch_id)  # type: ignore[arg-type]
+                for layout in self.layouts
+            }
+            outcomes = {layout: future.result() for layout, future in futures.items()}
+            if self.compaction is not None and outcomes["mor"].committed:
+                self.compaction.committed()
+            report = BatchReport(
+                batch_id=batch_id,
+                bronze_rows=counts.bronze_rows,
+                quarantined=counts.quarantined,
+                other_types=counts.other_types,
+                change_bytes=counts.change_bytes,
+                read_s=read_s,
+                outcomes=outcomes,
+                latencies_s={
+                    layout: tuple(outcome.visible_at - t for t in event_times)
+                    for layout, outcome in outcomes.items()
+                },
+            )
+            self._log(report)
+            self.reports.append(report)
+            if self.on_batch is not None:
+                self.on_batch(report, changes)
         finally:
             classified.unpersist()
-        # Each layout writes its own tables with its own transaction ids: a failure in one is raised after
-        # the other finished, and Spark's replay then skips what already landed.
-        futures = {
-            layout: self._pool.submit(self._writer_for(layout, app_id).write, changes, batch_id)
-            for layout in self.layouts
-        }
-        outcomes = {layout: future.result() for layout, future in futures.items()}
-        if self.compaction is not None and outcomes["mor"].committed:
-            self.compaction.committed()
-        micros = pc.drop_null(pc.cast(changes["event_time"], pa.int64())).to_numpy(zero_copy_only=False)
-        event_times = [float(t) / 1e6 for t in micros]
-        report = BatchReport(
-            batch_id=batch_id,
-            bronze_rows=counts.bronze_rows,
-            quarantined=counts.quarantined,
-            other_types=counts.other_types,
-            change_bytes=counts.change_bytes,
-            read_s=read_s,
-            outcomes=outcomes,
-            latencies_s={
-                layout: tuple(outcome.visible_at - t for t in event_times)
-                for layout, outcome in outcomes.items()
-            },
-        )
-        for layout, outcome in outcomes.items():
+        return report
+
+    @staticmethod
+    def _log(report: BatchReport) -> None:
+        for layout, outcome in report.outcomes.items():
             log.info(
                 "orders %s: batch %d: %d bronze rows (read in %.3fs) -> %d changes (%d repeats dropped, "
                 "%d late), %d quarantined, %d other types, %s in %.3fs",
                 layout,
-                batch_id,
+                report.batch_id,
                 report.bronze_rows,
-                read_s,
+                report.read_s,
                 outcome.changes,
                 outcome.duplicates,
                 outcome.late,
@@ -373,15 +417,9 @@ class OrdersJob:
                 "committed" if outcome.committed else "already committed: skipped",
                 outcome.write_s,
             )
-        self.reports.append(report)
-        if self.on_batch is not None:
-            self.on_batch(report, changes)
-        return report
 
     def _quarantine(self, classified: DataFrame, *, app_id: str, batch_id: int) -> None:
         """Append the batch's malformed rows to ``orders_quarantine``, written by the executors."""
-        from jobs.lake import spark_job_engine
-
         uri = self.tables.quarantine.uri
         options = dict(self.tables.storage_options)
         table = spark_job_engine(classified.sparkSession, options).table(uri, storage_options=options)
@@ -392,14 +430,6 @@ class OrdersJob:
             what=f"quarantine of batch {batch_id} in {uri}",
         )
 
-    @staticmethod
-    def _changes(classified: DataFrame) -> pa.Table:
-        """The batch's parsed changes (``CHANGE_SCHEMA``), collected for the layout writers."""
-        from pyspark.sql import functions as F
-
-        valid = classified.filter(F.col(KIND) == VALID).select(*CHANGE_SCHEMA.names)
-        return to_arrow(valid).cast(CHANGE_SCHEMA)
-
     def start(self, spark: SparkSession, *, bronze: DataFrame | None = None) -> StreamingQuery:
         """Start the streaming query (the caller waits on or stops it, then calls :meth:`close`).
 
@@ -408,15 +438,21 @@ class OrdersJob:
             bronze: the bronze stream to read (default: ``--source-table`` through the Delta reader
                 ``--delta-reader`` picks).
         """
+        from jobs.checkpoint import batches_to_retain
+
         settings = self.settings
         if bronze is None:
             bronze = read_bronze(spark, settings.job, max_files_per_trigger=settings.max_files_per_trigger)
+        metrics = settings.job.batch_metrics(retain=batches_to_retain(spark))
 
         def write(batch: DataFrame, batch_id: int) -> None:
             if self._app_id is None:
                 pipeline = f"orders-{'-'.join(self.layouts)}"
                 self._app_id = query_app_id(spark, settings.checkpoint or "", pipeline)
-            self.write_batch(self._app_id, batch, batch_id)
+            report = self.write_batch(self._app_id, batch, batch_id)
+            # After the tables' commits and before Spark's: a replay (every write skipped) writes it again, so
+            # each committed batch has its one file, which is what a monitor (the demo's drain line) sums.
+            metrics.write(batch_id, _metrics(report))
 
         interval = parse_trigger(settings.trigger)
         writer = (
@@ -438,10 +474,45 @@ class OrdersJob:
         return writer.start()
 
     def close(self) -> None:
-        """Let a running compaction finish; release the writer threads."""
+        """Release the writer threads."""
         if self.compaction is not None:
             self.compaction.close()
         self._pool.shutdown(wait=True)
+
+
+def _metrics(report: BatchReport) -> dict[str, Any]:
+    """A batch's figures for ``BatchMetrics`` (the layouts see the same changes: the first one's counts)."""
+    return {
+        "batch_id": report.batch_id,
+        "bronze_rows": report.bronze_rows,
+        "quarantined": report.quarantined,
+        "other_types": report.other_types,
+        "change_bytes": report.change_bytes,
+        "changes": report.outcome.changes,
+        "duplicates_removed": report.outcome.duplicates,
+        "late": report.outcome.late,
+    }
+
+
+# Per batch, at most this many evenly spaced quantiles of the changes' event times reach the driver (the
+# latency figures' sample): a batch of up to this many changes is represented change by change.
+LATENCY_SAMPLE = 1000
+
+
+def _event_time_sample(changes: DataFrame) -> list[float]:
+    """Up to ``LATENCY_SAMPLE`` evenly spaced quantiles of the changes' event times (epoch seconds), from one
+    aggregate: one per change when the batch has that many or fewer."""
+    from pyspark.sql import functions as F
+
+    seconds = F.expr("unix_micros(event_time)") / F.lit(1e6)
+    row = changes.agg(F.count(seconds).alias("n")).first()
+    n = 0 if row is None else int(row["n"])
+    if n == 0:
+        return []
+    points = min(n, LATENCY_SAMPLE)
+    fractions = [i / (points - 1) if points > 1 else 0.5 for i in range(points)]
+    found = changes.agg(F.percentile_approx(seconds, fractions, 100_000).alias("q")).first()
+    return [] if found is None or found["q"] is None else [float(q) for q in found["q"]]
 
 
 @dataclass(frozen=True)
@@ -535,9 +606,22 @@ def compaction_status(tables: OrdersTables) -> CompactionStatus:
 
 
 def compact(
-    tables: OrdersTables, *, tombstone_retention: timedelta = DEFAULT_TOMBSTONE_RETENTION
+    tables: OrdersTables,
+    *,
+    spark: SparkSession | None = None,
+    tombstone_retention: timedelta = DEFAULT_TOMBSTONE_RETENTION,
 ) -> CompactionOutcome:
-    """Merge every pending change into ``orders_base`` now (safe beside the running stream)."""
+    """Merge every pending change into ``orders_base`` now (safe beside the running stream).
+
+    With a session it is a Spark job written by delta-spark, as the job's own compactions are (one kind of
+    writer per table); without one (or for tables on Azurite), delta-rs on this process.
+    """
+    if spark is not None:
+        options = dict(tables.storage_options)
+        engine = spark_job_engine(spark, options)
+        if engine.accepts_frames:
+            bound = OrdersTables(tables.lake, options, engine=engine)
+            return SparkCompactor(spark, bound, tombstone_retention=tombstone_retention).run()
     return Compactor(tables, tombstone_retention=tombstone_retention).run()
 
 
@@ -551,9 +635,13 @@ def run(settings: OrdersSettings, *, spark: SparkSession | None = None) -> int:
         SettingsError: (or a subclass) before Spark starts (:func:`~jobs.pipelines._job.preflight`), or before
             a compaction: no change log under ``--lake``.
     """
+    from jobs.session import build_session
+
     if settings.compact_only:
         _check_compactable(settings)
-        outcome = compact(settings.tables(), tombstone_retention=settings.tombstone_retention)
+        # A Spark job, so the base keeps one kind of writer (the stream's compactions are delta-spark's).
+        session = spark or build_session("lakestack-orders-compact")
+        outcome = compact(settings.tables(), spark=session, tombstone_retention=settings.tombstone_retention)
         status = compaction_status(settings.tables())
         log.info(
             "orders mor: compaction %s: base merged through log_seq %d (log at %d, %d commits pending)",
@@ -563,8 +651,6 @@ def run(settings: OrdersSettings, *, spark: SparkSession | None = None) -> int:
             status.pending_commits,
         )
         return 0
-    from jobs.session import build_session
-
     # The layout is part of the owner: cow's and mor's tables remember different transactions.
     preflight(f"orders --layout {settings.layout}", settings.job, tables=settings.table_names, spark=spark)
     session = spark or build_session(f"lakestack-orders-{settings.layout}")
@@ -650,8 +736,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 __all__ = [
     "LAYOUTS",
     "ORDERS_ENVELOPE",
-    "BackgroundCompactor",
     "BatchReport",
+    "CompactionCadence",
     "Layout",
     "OrdersJob",
     "OrdersSettings",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import textwrap
 from datetime import timedelta
@@ -110,7 +111,7 @@ def test_both_layouts_from_bronze_end_in_the_expected_state_and_restart_where_th
         base = read_optimized(None, tables)
         assert base.num_rows > 0
         assert first.compaction is not None and first.compaction.outcomes
-        orders.compact(tables, tombstone_retention=timedelta(days=3650))
+        orders.compact(tables, spark=spark, tombstone_retention=timedelta(days=3650))
         assert as_expected(read_optimized(None, tables)) == expected
 
 
@@ -118,10 +119,11 @@ def test_one_query_feeds_both_layouts_side_by_side(spark, tmp_path):
     payloads, expected = orders_payloads(32, 150, out_of_order_rate=0.2, duplicate_rate=0.1)
     fill_bronze(str(tmp_path / "bronze"), payloads, per_commit=50)
     seen: list[tuple[int, int]] = []
+    job_settings = settings(tmp_path, "cow", compact_every=1)
     job = OrdersJob(
-        settings(tmp_path, "cow", compact_every=1),
+        job_settings,
         layouts=("cow", "mor"),
-        on_batch=lambda report, changes: seen.append((report.batch_id, changes.num_rows)),
+        on_batch=lambda report, changes: seen.append((report.batch_id, changes.count())),
     )
     query = job.start(spark)
     try:
@@ -137,13 +139,19 @@ def test_one_query_feeds_both_layouts_side_by_side(spark, tmp_path):
         r.outcomes["mor"].changes + r.outcomes["mor"].duplicates for r in job.reports
     )
     assert all(set(r.outcomes) == set(r.latencies_s) == {"cow", "mor"} for r in job.reports)
+    # The figures a monitor sums (the demo's drain line), one file per batch next to the checkpoint.
+    metrics = job_settings.job.batch_metrics()
+    assert metrics.batch_ids() == [r.batch_id for r in job.reports]
+    totals = metrics.totals()
+    assert (totals["bronze_rows"], totals["other_types"], totals["quarantined"]) == (150, 0, 0)
+    assert totals["changes"] + totals["duplicates_removed"] == 150
     frame = snapshot(spark, "mor", tables)
     assert frame.columns == ["order_id", "order_ts", "customer_id", "amount", "status", "order_date"]
     assert sorted(r["order_id"] for r in frame.collect()) == [r["order_id"] for r in expected]
 
 
-def test_a_batch_moves_to_arrow_where_dataframes_have_no_to_arrow_method(spark, tmp_path, monkeypatch):
-    """Spark 3.5 (Synapse) has no ``DataFrame.toArrow``: the batch still reaches the writers."""
+def test_a_batch_is_written_where_dataframes_have_no_to_arrow_method(spark, tmp_path, monkeypatch):
+    """Spark 3.5 (Synapse) has no ``DataFrame.toArrow``: nothing in the job's path needs it."""
     from jobs.sources import read_delta
 
     payloads, expected = orders_payloads(7, 40)
@@ -163,10 +171,36 @@ def test_a_batch_moves_to_arrow_where_dataframes_have_no_to_arrow_method(spark, 
     assert as_expected(snapshot(None, "cow", OrdersTables(str(tmp_path / "lake")))) == expected
 
 
-def test_only_the_parsed_changes_reach_the_driver_and_quarantine_is_written_by_delta_spark(
-    spark, tmp_path, monkeypatch
-):
-    """The payloads, quarantined rows and other types stay on the executors; the figures still add up."""
+def test_a_batch_without_changes_still_commits_its_transaction_in_each_layout(spark, tmp_path):
+    """One commit per micro-batch in ``orders`` as in ``orders_changes``, also when the batch holds no orders
+    change (the demo's first trigger, before any load): the comparison's time travel picks a batch's commit."""
+    from jobs.sources import read_delta
+
+    bronze = str(tmp_path / "bronze")
+    fill_bronze(bronze, NOT_ORDERS)
+    job = OrdersJob(settings(tmp_path, "cow", compact_every=0), layouts=("cow", "mor"))
+    try:
+        report = job.write_batch("lakestack-orders-test", read_delta(spark, bronze), 0)
+    finally:
+        job.close()
+    assert (report.bronze_rows, report.other_types, report.quarantined) == (2, 2, 0)
+    assert {layout: outcome.committed for layout, outcome in report.outcomes.items()} == {
+        "cow": True,
+        "mor": True,
+    }
+    tables = OrdersTables(str(tmp_path / "lake"))
+    last = {name: getattr(tables, name).commits()[-1] for name in ("orders", "changes")}
+    assert {name: (c.app_id, c.batch_id) for name, c in last.items()} == {
+        "orders": ("lakestack-orders-test", 0),
+        "changes": ("lakestack-orders-test", 0),
+    }
+    assert tables.orders.read().num_rows == 0
+
+
+def test_no_rows_reach_the_driver_and_every_table_is_written_by_delta_spark(spark, tmp_path, monkeypatch):
+    """The payloads, quarantined rows and changes stay on the executors; the figures still add up."""
+    from deltalake import DeltaTable
+
     from jobs.sources import read_delta
 
     payloads, expected = orders_payloads(5, 30)
@@ -180,30 +214,30 @@ def test_only_the_parsed_changes_reach_the_driver_and_quarantine_is_written_by_d
         return real_to_arrow(frame)
 
     monkeypatch.setattr(orders, "to_arrow", recording)
-    job = OrdersJob(settings(tmp_path, "cow"))
+    job = OrdersJob(settings(tmp_path, "cow", compact_every=1), layouts=("cow", "mor"))
     try:
         report = job.write_batch("lakestack-orders-test", read_delta(spark, bronze), 0)
     finally:
         job.close()
-    assert collected == [
-        [
-            "change_id",
-            "op",
-            "order_id",
-            "order_ts",
-            "customer_id",
-            "amount",
-            "status",
-            "event_id",
-            "event_time",
-        ]
-    ]
+    assert collected == []
     assert (report.bronze_rows, report.other_types, report.quarantined) == (35, 2, 3)
     assert report.change_bytes == sum(len(p) for p in payloads)
     tables = OrdersTables(str(tmp_path / "lake"))
     assert tables.quarantine.transaction_version("lakestack-orders-test") == 0
     assert sorted(r["batch_id"] for r in tables.quarantine.read().to_pylist()) == [0, 0, 0]
     assert as_expected(snapshot(None, "cow", tables)) == expected
+    assert as_expected(read_optimized(None, tables)) == expected  # compacted in the batch (every commit)
+    writers = {}
+    for name in ("orders", "orders_tombstones", "orders_changes", "orders_base", "orders_quarantine"):
+        history = DeltaTable(str(tmp_path / "lake" / name)).history()
+        writers[name] = sorted({c["operation"] for c in history if "Delta-Lake/" in str(c.get("engineInfo"))})
+    assert writers == {
+        "orders": ["CREATE TABLE", "MERGE"],
+        "orders_tombstones": ["CREATE TABLE", "MERGE"],
+        "orders_changes": ["CREATE TABLE", "WRITE"],
+        "orders_base": ["CREATE TABLE", "MERGE"],
+        "orders_quarantine": ["CREATE TABLE", "WRITE"],
+    }
 
 
 _CHILD = textwrap.dedent(
@@ -212,24 +246,29 @@ _CHILD = textwrap.dedent(
     from datetime import timedelta
     from pathlib import Path
     from jobs.lake import LakeTable
-    from jobs.pipelines import orders
+    from jobs.pipelines import _orders_spark, orders
     from jobs.session import build_session
 
     lake, bronze, checkpoints, markers = sys.argv[1:5]
-    merge, append = LakeTable.merge, LakeTable.append
+    append, merge = LakeTable.append, _orders_spark._merge
 
-    def stall_after(original):
-        def write(self, data, **kwargs):
-            # Batch 2: its first table write lands, then the batch stalls until the process is killed.
-            result = original(self, data, **kwargs)
-            if kwargs.get("batch_id") == 2 and not self.uri.endswith(("_quarantine", "orders_base")):
-                layout = "mor" if self.uri.endswith("orders_changes") else "cow"
-                Path(markers, layout).write_text("batch 2 half-written")
-                time.sleep(300)
-            return result
-        return write
+    def stall(uri, batch_id):
+        # Batch 2: its first table write lands, then the batch stalls until the process is killed.
+        if batch_id == 2 and not uri.endswith(("_quarantine", "orders_base")):
+            layout = "mor" if uri.endswith("orders_changes") else "cow"
+            Path(markers, layout).write_text("batch 2 half-written")
+            time.sleep(300)
 
-    LakeTable.merge, LakeTable.append = stall_after(merge), stall_after(append)
+    def stalling_append(self, data, **kwargs):
+        result = append(self, data, **kwargs)
+        stall(self.uri, kwargs.get("batch_id"))
+        return result
+
+    def stalling_merge(spark, uri, **kwargs):
+        merge(spark, uri, **kwargs)
+        stall(uri, kwargs["txn"][1])
+
+    LakeTable.append, _orders_spark._merge = stalling_append, stalling_merge
     spark = build_session("orders-kill-child")
     for layout in ("cow", "mor"):
         settings = orders.OrdersSettings(
@@ -270,7 +309,7 @@ def test_killed_mid_batch_then_restarted_ends_in_the_expected_state(spark, tmp_p
         job = drain(spark, job_settings)
         assert job.reports[0].batch_id == 2  # Spark replays the batch it never finished
         assert as_expected(snapshot(None, layout, tables)) == expected
-    orders.compact(tables, tombstone_retention=timedelta(days=3650))
+    orders.compact(tables, spark=spark, tombstone_retention=timedelta(days=3650))
     assert as_expected(read_optimized(None, tables)) == expected
 
 
@@ -297,11 +336,14 @@ def test_bad_settings_are_named(tmp_path, overrides, message):
         settings(tmp_path, "cow", **overrides)
 
 
-def test_compact_needs_no_stream(tmp_path, caplog):
+def test_compact_needs_no_stream(spark, tmp_path, caplog):
     lake = str(tmp_path / "lake")
     OrdersTables(lake).create("mor")
+    args = ["--layout", "mor", "--lake", lake, "--compact"]
     with caplog.at_level("INFO", logger="jobs.pipelines.orders"):
-        assert jobs_main(["orders", "--layout", "mor", "--lake", lake, "--compact"]) == 0
+        parser = argparse.ArgumentParser()
+        orders.add_arguments(parser)
+        assert orders.run(orders.settings_from_args(parser.parse_args(args)), spark=spark) == 0
     assert "compaction found nothing to merge: base merged through log_seq -1" in caplog.text
 
 

@@ -272,7 +272,6 @@ class _FlakyCompactor:
 
     def __init__(self) -> None:
         self.runs = 0
-        self.release = threading.Event()
 
     def status(self):
         from jobs.pipelines._orders_tables import CompactionStatus
@@ -283,26 +282,26 @@ class _FlakyCompactor:
         from jobs.pipelines._orders_tables import CompactionOutcome
 
         self.runs += 1
-        self.release.wait(30)
         if self.runs == 1:
             raise LakeWriteError("compaction of orders_changes failed 5 times with transient storage errors")
         return CompactionOutcome(merged_through=7, changes=10, rows=4, committed=True, seconds=0.1)
 
 
-def test_background_compaction_is_due_every_n_commits_and_a_failure_does_not_stop_the_stream():
-    from jobs.pipelines.orders import BackgroundCompactor
+def test_compaction_is_due_every_n_commits_and_a_failure_does_not_stop_the_stream():
+    from jobs.pipelines.orders import CompactionCadence
 
     compactor = _FlakyCompactor()
-    background = BackgroundCompactor(compactor, every=3)
-    background.committed()  # 1 pending at start + 1
+    cadence = CompactionCadence(3, lambda: compactor)
+    cadence.committed()  # the status counts this commit: 1 pending
+    cadence.committed()
     assert compactor.runs == 0
-    background.committed()  # 3: due
-    background.committed()  # a compaction is running: not doubled
-    compactor.release.set()
-    background.close()
-    assert (compactor.runs, [str(e)[:25] for e in background.failures]) == (1, ["compaction of orders_chan"])
-    for _ in range(3):
-        background.committed()
-    background.close()
+    cadence.committed()  # 3 pending: due, and it fails
+    assert (compactor.runs, [str(e)[:25] for e in cadence.failures]) == (1, ["compaction of orders_chan"])
+    cadence.committed()  # still due: tried again, and it merges
     assert compactor.runs == 2
-    assert [o.merged_through for o in background.outcomes] == [7]
+    assert [o.merged_through for o in cadence.outcomes] == [7]
+    cadence.committed()
+    cadence.committed()
+    assert compactor.runs == 2
+    cadence.committed()
+    assert compactor.runs == 3
