@@ -373,7 +373,9 @@ def read_task(
         return replay(reader, log, stream, start, recorded)
     read, mine = fetch(reader, batch, shard_id, start, closed_end=closed_end, limits=limits)
     held = log.create(mine)
-    if held.end == mine.end:
+    # The same end is not the same range: when the trim horizon moved between two attempts, the later one
+    # starts after the recorded first record, and only a replay of the held record counts what it misses.
+    if (held.first, held.end) == (mine.first, mine.end):
         return read
     return replay(reader, log, stream, start, held)
 

@@ -620,3 +620,26 @@ def test_a_refused_get_records_is_one_access_error_naming_stream_shard_and_permi
     # Refused at once (no retries: a permission does not come back by itself), and no range was recorded.
     assert client.get_records_calls == 1
     assert log.read(0, SHARD) is None
+
+
+def _lost_race_after_the_horizon_moved(tmp_path, *, fail_on_data_loss: bool):
+    """Attempt A of batch 0 read records 0..4 and recorded them; attempt B had started before A's record
+    existed, but by its read the trim horizon had passed records 0 and 1: B read 2..4 (the same end)."""
+    client = OneShard(5)
+    log = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=100)
+    _read_from_start(client, log, LIMITS, batch=0)
+    client.seqs = client.seqs[2:]
+    late = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=100)
+    late.read = lambda batch, shard_id: None  # type: ignore[method-assign]  # B looked before A recorded
+    return log, _read_from_start(client, late, LIMITS, batch=0, fail_on_data_loss=fail_on_data_loss)
+
+
+def test_an_attempt_that_lost_the_race_with_the_same_end_but_a_later_first_record_is_data_loss(tmp_path):
+    with pytest.raises(DataLossError, match=r"starts at sequence number \d+, but the first record a replay"):
+        _lost_race_after_the_horizon_moved(tmp_path, fail_on_data_loss=True)
+
+
+def test_an_attempt_that_lost_the_race_with_a_later_first_record_notes_the_loss_when_tolerated(tmp_path):
+    _, read = _lost_race_after_the_horizon_moved(tmp_path, fail_on_data_loss=False)
+    # The recorded range's rows that are left, and the records it misses counted, never a silently short batch.
+    assert (_numbers(read), read.lost) == ([2, 3, 4], GAP)
