@@ -314,8 +314,10 @@ def replay(
         available = read.sequence_numbers[0] if read.sequence_numbers else None
         if available is None or int(available) != int(first):
             read.lost = _replay_gap(reader, stream, start, record, available)
-            # Counted once per batch and shard, by the replay that notes it first; the metrics read it there.
-            ranges.note_replay_loss(record, read.lost)
+            # Logged and counted once per batch and shard, by the replay whose note is first; the metrics read
+            # it there. Every later replay of the batch returns the same rows and the same gap, unlogged.
+            if ranges.note_replay_loss(record, read.lost):
+                logger.warning("kinesis source replaying what is left of a range: %s", read.lost)
             if available is None:
                 return read  # the whole range expired: nothing of it is left to check
     if read.last_sequence is None or int(read.last_sequence) < int(record.end):
@@ -330,7 +332,7 @@ def replay(
 def _replay_gap(
     reader: ShardReader, stream: str, start: ShardPosition, record: RangeRecord, available: str | None
 ) -> str:
-    """The loss of a replay that cannot start at the recorded first record: raised, or logged and returned."""
+    """The loss of a replay that cannot start at the recorded first record: raised, or returned."""
     found = (
         f"the first record a replay can read is {available}"
         if available is not None
@@ -348,7 +350,6 @@ def _replay_gap(
             "Restart from a new checkpoint, raise the stream's retention, or pass --fail-on-data-loss false to "
             "replay what is left (the loss is then logged and counted)."
         )
-    logger.warning("kinesis source replaying what is left of a range: %s", gap)
     return gap
 
 
