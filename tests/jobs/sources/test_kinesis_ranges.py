@@ -7,7 +7,6 @@ off-by-one in the advance from one batch's recorded range to the next batch's st
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import json
 
@@ -29,6 +28,7 @@ from jobs.sources.kinesis_ranges import (
     range_batch,
     range_name,
     read_task,
+    replay_loss_name,
 )
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -234,7 +234,14 @@ def test_a_tolerated_replay_loss_is_logged_once_noted_in_the_range_and_counted_p
         again = _read_from_start(client, log, LIMITS, batch=0, fail_on_data_loss=False)
     assert (_numbers(again), again.lost) == ([2, 3, 4], GAP)
     assert caplog.records == []
-    recorded = log.read(0, SHARD)
+    # The record stays as the first attempt wrote it; the loss is the note beside it.
+    assert log.read(0, SHARD).replay_lost is None
+    assert json.loads((tmp_path / replay_loss_name(0, SHARD)).read_text()) == {
+        "batch": 0,
+        "shard": SHARD,
+        "replay_lost": GAP,
+    }
+    recorded = log.read_noted(0, SHARD)
     assert (recorded.first, recorded.end, recorded.lost, recorded.replay_lost) == (
         str(BASE),
         str(BASE + 40),
@@ -254,7 +261,7 @@ def test_a_tolerated_replay_whose_whole_range_expired_reads_nothing_and_counts_t
     client.seqs = client.seqs[6:]  # records 0..5 expired: the range (0..4) is gone, 6 and 7 are newer
     read = _read_from_start(client, log, LIMITS, batch=0, fail_on_data_loss=False)
     assert _numbers(read) == []
-    assert log.read(0, SHARD).replay_lost == (
+    assert log.read_noted(0, SHARD).replay_lost == (
         f"stream 's' shard {SHARD} batch 0: the recorded range (from the shard's start position) starts at "
         f"sequence number {BASE}, but no record of it up to {BASE + 40} is left; records of the range expired "
         "since the batch was first read"
@@ -276,7 +283,10 @@ def test_a_tolerated_replay_loss_is_noted_once_on_an_s3_checkpoint_too():
             read = _read_from_start(client, log, LIMITS, batch=0, fail_on_data_loss=False)
             assert (_numbers(read), read.lost) == ([2, 3, 4], GAP)
         body = s3.get_object(Bucket="checkpoints", Key=f"q/{range_name(0, SHARD)}")["Body"].read()
-        assert (json.loads(body)["first"], json.loads(body)["replay_lost"]) == (str(BASE), GAP)
+        assert (json.loads(body)["first"], json.loads(body)["replay_lost"]) == (str(BASE), None)
+        note = s3.get_object(Bucket="checkpoints", Key=f"q/{replay_loss_name(0, SHARD)}")["Body"].read()
+        assert json.loads(note)["replay_lost"] == GAP
+        assert log.read_noted(0, SHARD).replay_lost == GAP
 
 
 def test_a_range_recorded_before_first_was_kept_still_replays_exactly(tmp_path):
@@ -339,31 +349,57 @@ def test_a_record_of_another_start_is_refused_in_one_line_and_left_as_it_was(tmp
     assert client.get_records_calls == calls  # refused before reading
 
 
-def test_a_replay_that_loses_the_race_to_note_the_loss_leaves_the_winners_note(tmp_path):
+def test_replays_racing_to_note_the_same_loss_return_the_same_rows_and_one_note_wins(tmp_path, caplog):
+    import threading
+
     client = OneShard(5)
-    store = CheckpointStore(str(tmp_path), lambda: None)
-    log = RangeLog(store, retain=100)
+    log = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=100)
     _read_from_start(client, log, LIMITS, batch=0)
     client.seqs = client.seqs[2:]
-    real_replace = store.replace
-    outcomes: list[bool] = []
+    start = threading.Barrier(6)
+    reads: list = []
 
-    def replace_after_another_replay(name, text, *, version):
-        # Another replay (another executor) notes the loss between this one's read and its replace.
-        if not outcomes:
-            _, theirs = store.read_versioned(name)
-            noted = RangeRecord.from_text(store.read(name))
-            assert real_replace(
-                name, dataclasses.replace(noted, replay_lost="theirs").to_text(), version=theirs
-            )
-        outcomes.append(real_replace(name, text, version=version))
-        return outcomes[-1]
+    def replay_batch_0() -> None:
+        # Each replay with its own store and log, as tasks on other executors have.
+        mine = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=100)
+        start.wait()
+        reads.append(_read_from_start(client, mine, LIMITS, batch=0, fail_on_data_loss=False))
 
-    store.replace = replace_after_another_replay  # type: ignore[method-assign]
-    read = _read_from_start(client, log, LIMITS, batch=0, fail_on_data_loss=False)
-    assert read.lost == GAP
-    assert outcomes == [False]  # the stale version lost; re-read, the loss was noted already
-    assert log.read(0, SHARD).replay_lost == "theirs"
+    with caplog.at_level("WARNING", logger="jobs.sources.kinesis_ranges"):
+        threads = [threading.Thread(target=replay_batch_0) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert sorted((tuple(_numbers(r)), r.lost) for r in reads) == [((2, 3, 4), GAP)] * 6
+    assert [r.getMessage() for r in caplog.records] == [
+        f"kinesis source replaying what is left of a range: {GAP}"
+    ]
+    assert log.read_noted(0, SHARD).replay_lost == GAP
+
+
+def test_of_several_writers_noting_a_loss_exactly_the_first_wins(tmp_path):
+    import threading
+
+    log = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=100)
+    record = log.create(_record(0, first=str(BASE), end=str(BASE + 40)))
+    start = threading.Barrier(8)
+    won: list[str] = []
+
+    def note(writer: int) -> None:
+        start.wait()
+        if log.note_replay_loss(record, f"gap seen by writer {writer}"):
+            won.append(f"gap seen by writer {writer}")
+
+    threads = [threading.Thread(target=note, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(won) == 1
+    assert log.read_noted(0, SHARD).replay_lost == won[0]
+    assert log.note_replay_loss(record, "a later replay's") is False
+    assert log.read_noted(0, SHARD).replay_lost == won[0]
 
 
 def _record(batch: int, **fields) -> RangeRecord:
@@ -423,6 +459,24 @@ def test_range_records_are_kept_for_the_newest_batches_only(tmp_path):
 def test_a_retention_of_one_batch_still_keeps_the_batch_before_the_planned_one(tmp_path):
     # A restart whose offset log ends at batch 3 (batch 4 planned, never logged) reads batch 3's ranges.
     assert _kept_after_five_batches(tmp_path, retain=1) == [3, 4]
+
+
+def test_a_replays_loss_note_is_removed_with_its_batchs_record(tmp_path):
+    folder = tmp_path / "sources/kinesis/ranges"
+    log = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=2)
+    for batch in range(4):
+        log.planned(_planned(batch, ShardPosition()))
+        # Noted after this log listed the folder (a replay on an executor), as notes are.
+        assert log.note_replay_loss(log.create(_record(batch)), f"gap {batch}")
+    assert sorted(p.name for p in folder.iterdir()) == [
+        f"batch-{b:010d}-{SHARD}{suffix}" for b in (2, 3) for suffix in (".json", ".replay-lost.json")
+    ]
+    # A restarted planner lists the folder first: the notes it finds go with their batches too.
+    restarted = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=2)
+    restarted.planned(_planned(4, ShardPosition()))
+    restarted.planned(_planned(5, ShardPosition()))
+    assert sorted(p.name for p in folder.iterdir()) == []
+    assert [log.read_noted(b, SHARD) for b in (2, 3)] == [None, None]
 
 
 def test_a_range_removed_between_a_lost_race_and_its_read_is_put_if_absent_again(tmp_path):
