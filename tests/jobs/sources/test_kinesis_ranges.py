@@ -700,3 +700,60 @@ def test_an_attempt_that_lost_the_race_with_a_later_first_record_notes_the_loss_
     _, read = _lost_race_after_the_horizon_moved(tmp_path, fail_on_data_loss=False)
     # The recorded range's rows that are left, and the records it misses counted, never a silently short batch.
     assert (_numbers(read), read.lost) == ([2, 3, 4], GAP)
+
+
+def _replay_of_batch_1_after_expiry(tmp_path, expired: int, *, fail_on_data_loss: bool):
+    """Batch 0 read records 0..2, batch 1 (after record 2) read 3..5; a day later records 0..expired-1 are
+    gone and batch 1 is replayed: its start position is behind the trim horizon, so the read probes it."""
+    client = OneShard(6)
+    log = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=100)
+    three = Limits(records=3, bytes=10**9, seconds=60)
+    _read_from_start(client, log, three, batch=0)
+    start = advance(ShardPosition(), log.read(0, SHARD))
+    assert start.sequence == str(BASE + 20)
+
+    def batch_1(reader: ShardReader):
+        return read_task(
+            reader, log, "s", batch=1, shard_id=SHARD, start=start, closed_end=None, limits=three
+        )
+
+    assert _numbers(batch_1(_reader(client))) == [3, 4, 5]
+    client.seqs = client.seqs[expired:]
+    a_day_later = ShardReader(
+        client,
+        "s",
+        fail_on_data_loss=fail_on_data_loss,
+        sleep=lambda _seconds: None,
+        now_ms=lambda: int(T0.timestamp() * 1000) + 25 * 3600 * 1000,
+    )
+    return log, batch_1(a_day_later)
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_a_replay_after_a_sequence_number_whose_start_record_expired_but_not_its_first_loses_nothing(
+    tmp_path, fail_on_data_loss
+):
+    # Record 2 (the start position, read by batch 0) expired; batch 1's first record (3) is still there.
+    log, read = _replay_of_batch_1_after_expiry(tmp_path, 3, fail_on_data_loss=fail_on_data_loss)
+    assert (_numbers(read), read.lost) == ([3, 4, 5], None)
+    assert log.read_noted(1, SHARD).replay_lost is None
+    assert not (tmp_path / replay_loss_name(1, SHARD)).exists()
+
+
+GAP_AFTER_2 = (
+    f"stream 's' shard {SHARD} batch 1: the recorded range (after sequence number {BASE + 20}) starts at "
+    f"sequence number {BASE + 30}, but the first record a replay can read is {BASE + 40}; records of the "
+    "range expired since the batch was first read"
+)
+
+
+def test_a_replay_after_a_sequence_number_whose_first_record_expired_is_data_loss(tmp_path):
+    with pytest.raises(DataLossError) as info:
+        _replay_of_batch_1_after_expiry(tmp_path, 4, fail_on_data_loss=True)
+    assert str(info.value).startswith(f"data loss on the replay of {GAP_AFTER_2}. Expected a replay")
+
+
+def test_a_tolerated_replay_after_a_sequence_number_whose_first_record_expired_notes_the_loss(tmp_path):
+    log, read = _replay_of_batch_1_after_expiry(tmp_path, 4, fail_on_data_loss=False)
+    assert (_numbers(read), read.lost) == ([4, 5], GAP_AFTER_2)
+    assert log.read_noted(1, SHARD).replay_lost == GAP_AFTER_2
