@@ -757,3 +757,10 @@ def test_a_tolerated_replay_after_a_sequence_number_whose_first_record_expired_n
     log, read = _replay_of_batch_1_after_expiry(tmp_path, 4, fail_on_data_loss=False)
     assert (_numbers(read), read.lost) == ([4, 5], GAP_AFTER_2)
     assert log.read_noted(1, SHARD).replay_lost == GAP_AFTER_2
+
+
+def test_a_loss_noted_inside_the_record_by_the_version_before_still_counts(tmp_path):
+    store = CheckpointStore(str(tmp_path), lambda: None)
+    # The version before rewrote the record with its note (no note file beside it).
+    assert store.create(range_name(0, SHARD), _record(0, end=str(BASE), replay_lost="old gap").to_text())
+    assert RangeLog(store, retain=100).read_noted(0, SHARD).replay_lost == "old gap"
