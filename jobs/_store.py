@@ -6,9 +6,8 @@ metrics) is a handful of small JSON files: this is the one place that lists, rea
 
 from __future__ import annotations
 
-import hashlib
 import os
-import threading
+import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -33,10 +32,6 @@ def is_supported(uri: str) -> bool:
     scheme = urlparse(uri).scheme.lower()
     # A Windows drive letter parses as a one-letter scheme: it is a local path.
     return scheme in ("", "file", "s3", "s3a") or len(scheme) == 1
-
-
-def _digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 # How often a put-if-absent is asked again while S3 says another conditional PUT of the name is in flight.
@@ -119,7 +114,9 @@ class CheckpointStore:
         if not self._s3:
             target = self._root / rel
             target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            # Unique per writer: a pid alone repeats across containers sharing the folder (and across
+            # threads), and one writer's cleanup would then remove the file another is about to link.
+            tmp = target.with_name(f".{target.name}.{secrets.token_hex(8)}.tmp")
             tmp.write_text(text, encoding="utf-8")
             try:
                 # A hard link fails when the name exists: the whole file appears at once, or not at all.
@@ -129,72 +126,20 @@ class CheckpointStore:
             finally:
                 tmp.unlink(missing_ok=True)
             return True
-        return self._conditional_put(rel, text, IfNoneMatch="*")
+        return self._put_if_absent(rel, text)
 
-    def read_versioned(self, rel: str) -> tuple[str, str] | None:
-        """``rel``'s text and a version tag for :meth:`replace` (S3: its ETag); None when it does not exist."""
-        if not self._s3:
-            try:
-                data = (self._root / rel).read_bytes()
-            except FileNotFoundError:
-                return None
-            return data.decode("utf-8"), _digest(data)
-        try:
-            response = self._client_factory().get_object(Bucket=self._bucket, Key=self._key(rel))
-        except Exception as error:
-            if error_code(error) in ("NoSuchKey", "404"):
-                return None
-            raise
-        return response["Body"].read().decode("utf-8"), str(response["ETag"])
-
-    def replace(self, rel: str, text: str, *, version: str) -> bool:
-        """Write ``rel`` only if it is still the version :meth:`read_versioned` gave; False when another
-        writer changed (or removed) it in between, and then nothing was written.
-
-        On S3 a PUT with If-Match on the ETag. On a local file system the compare and the atomic rename
-        (:meth:`write`'s path) run under an exclusive lock on the folder, which every replace takes.
-        """
-        if self._s3:
-            return self._conditional_put(rel, text, IfMatch=version)
-        import fcntl  # POSIX only, like the local checkpoints the kit's jobs keep (Linux, macOS)
-
-        target = self._root / rel
-        try:
-            folder = os.open(target.parent, os.O_RDONLY)
-        except FileNotFoundError:
-            return False
-        # Unique per writer: two replaces never share a temp file.
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        try:
-            fcntl.flock(folder, fcntl.LOCK_EX)
-            try:
-                current = target.read_bytes()
-            except FileNotFoundError:
-                return False
-            if _digest(current) != version:
-                return False
-            tmp.write_text(text, encoding="utf-8")
-            os.replace(tmp, target)
-            return True
-        finally:
-            tmp.unlink(missing_ok=True)
-            os.close(folder)  # releases the lock
-
-    def _conditional_put(self, rel: str, text: str, **condition: str) -> bool:
-        # 412: the condition failed, another writer won (404 for If-Match: the object is gone). 409
-        # (ConditionalRequestConflict): another conditional PUT of the name is still in flight and neither has
-        # won yet; asked again, S3 answers 200 or 412.
+    def _put_if_absent(self, rel: str, text: str) -> bool:
+        # 412: the name exists, another writer won. 409 (ConditionalRequestConflict): another conditional PUT
+        # of the name is still in flight and neither has won yet; asked again, S3 answers 200 or 412.
         attempt = 0
         while True:
             try:
                 self._client_factory().put_object(
-                    Bucket=self._bucket, Key=self._key(rel), Body=text.encode("utf-8"), **condition
+                    Bucket=self._bucket, Key=self._key(rel), Body=text.encode("utf-8"), IfNoneMatch="*"
                 )
             except Exception as error:
                 code = error_code(error)
-                if code in ("PreconditionFailed", "412") or (
-                    "IfMatch" in condition and code in ("NoSuchKey", "404")
-                ):
+                if code in ("PreconditionFailed", "412"):
                     return False
                 if code != "ConditionalRequestConflict" or attempt == _CONFLICT_RETRIES:
                     raise

@@ -780,7 +780,7 @@ def read_source_metrics(
     merged = []
     for metrics in read_metrics(checkpoint_location, s3, batch_id=batch_id):
         batch = int(metrics.get("batch_id", -1))
-        found = {shard_id: ranges.read(batch, shard_id) for shard_id in metrics.get("read", [])}
+        found = {shard_id: ranges.read_noted(batch, shard_id) for shard_id in metrics.get("read", [])}
         merged.append(with_ranges(metrics, {k: v for k, v in found.items() if v is not None}))
     return merged
 

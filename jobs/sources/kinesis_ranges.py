@@ -42,6 +42,11 @@ def range_name(batch_id: int, shard_id: str) -> str:
     return f"{RANGES_DIR}/batch-{batch_id:010d}-{shard_id}.json"
 
 
+def replay_loss_name(batch_id: int, shard_id: str) -> str:
+    """The path of the note a replay leaves beside the record when the range's first records expired."""
+    return f"{RANGES_DIR}/batch-{batch_id:010d}-{shard_id}.replay-lost.json"
+
+
 def range_batch(name: str) -> int | None:
     """The batch id of a record's file name (as :meth:`CheckpointStore.list` gives it), None for others."""
     stem = name.removeprefix("batch-")
@@ -68,7 +73,9 @@ class RangeRecord:
     was kept: their replays check the end only). ``more`` is True when a limit ended the read before the
     shard's tip (the next batch has work at once); ``done`` when a closed shard was read to its end.
     ``lost`` describes a gap the first attempt skipped, ``replay_lost`` one a replay found at the range's
-    start (both only with ``failOnDataLoss=false``; they count in the batch's data-loss metrics).
+    start (both only with ``failOnDataLoss=false``; they count in the batch's data-loss metrics). The record
+    file itself never changes once created: ``replay_lost`` comes from the note beside it
+    (:func:`replay_loss_name`, read by :meth:`RangeLog.read_noted`).
     """
 
     batch: int
@@ -184,6 +191,14 @@ class RangeLog:
         text = self._store.read_if_exists(range_name(batch_id, shard_id))
         return None if text is None else RangeRecord.from_text(text)
 
+    def read_noted(self, batch_id: int, shard_id: str) -> RangeRecord | None:
+        """The record with the loss a replay noted beside it (what the batch's metrics count)."""
+        record = self.read(batch_id, shard_id)
+        if record is None or record.replay_lost is not None:
+            return record  # a record of the version before kept its note inside
+        note = self._store.read_if_exists(replay_loss_name(batch_id, shard_id))
+        return record if note is None else replace(record, replay_lost=json.loads(note)["replay_lost"])
+
     def read_batch(self, planned: PlannedBatch) -> dict[str, RangeRecord] | None:
         """Every read shard's record of ``planned``; None while one is missing (the batch has not run).
 
@@ -221,22 +236,14 @@ class RangeLog:
         return f"{self._store.root.rstrip('/')}/{range_name(batch_id, shard_id)}"
 
     def note_replay_loss(self, record: RangeRecord, gap: str) -> bool:
-        """Add ``gap`` to ``record`` as its ``replay_lost`` unless a replay noted one already; True when this
-        call wrote it. A conditional replace of the record as read: a concurrent writer's note is never
-        overwritten (the loser reads the winner's and finds the loss counted), and nothing but the note
-        changes (the range stays what the first attempt read)."""
-        name = range_name(record.batch, record.shard)
-        for _ in range(3):
-            found = self._store.read_versioned(name)
-            if found is None:
-                return False  # removed by retention: its batch is long gone
-            text, version = found
-            current = RangeRecord.from_text(text)
-            if current.replay_lost is not None or (current.after, current.end) != (record.after, record.end):
-                return False
-            if self._store.replace(name, replace(current, replay_lost=gap).to_text(), version=version):
-                return True
-        return False
+        """Note ``gap`` as what a replay of ``record`` found expired, unless a replay noted it already; True
+        when this call's note is the one kept. A put-if-absent file beside the record (a hard link locally,
+        If-None-Match on S3), so the first note wins on every file system and the record is never rewritten.
+        """
+        note = {"batch": record.batch, "shard": record.shard, "replay_lost": gap}
+        return self._store.create(
+            replay_loss_name(record.batch, record.shard), json.dumps(note, sort_keys=True)
+        )
 
     def planned(self, planned: PlannedBatch) -> None:
         """Note the records ``planned`` will write and remove those of batches older than the kept ones."""
@@ -248,8 +255,12 @@ class RangeLog:
                 batch = range_batch(name)
                 if batch is not None:
                     self._kept.setdefault(batch, set()).add(name)
+        # A replay's note is written later (and only sometimes): its name is kept with its batch's records,
+        # so it goes with them (deleting a name that was never written is fine).
         self._kept.setdefault(planned.batch, set()).update(
-            range_name(planned.batch, s).rsplit("/", 1)[-1] for s in planned.read
+            name(planned.batch, s).rsplit("/", 1)[-1]
+            for s in planned.read
+            for name in (range_name, replay_loss_name)
         )
         # The batch before the planned one stays whatever the setting: a restart whose offset log ends at it
         # (the planned batch never logged) reads its ranges to know where the next batch starts.
@@ -313,7 +324,7 @@ def replay(
 
     A record that keeps its first sequence number proves the replay starts there: when that record expired
     since the first attempt, the replay is data loss, raised, or with ``failOnDataLoss=false`` logged once,
-    noted in the record (so the batch's metrics count it) and the rest of the range returned.
+    noted beside the record (so the batch's metrics count it) and the rest of the range returned.
     """
     if record.end is None:
         return ShardRead()
@@ -326,8 +337,10 @@ def replay(
         available = read.sequence_numbers[0] if read.sequence_numbers else None
         if available is None or int(available) != int(first):
             read.lost = _replay_gap(reader, stream, start, record, available)
-            # Counted once per batch and shard, by the replay that notes it first; the metrics read it there.
-            ranges.note_replay_loss(record, read.lost)
+            # Logged and counted once per batch and shard, by the replay whose note is first; the metrics read
+            # it there. Every later replay of the batch returns the same rows and the same gap, unlogged.
+            if ranges.note_replay_loss(record, read.lost):
+                logger.warning("kinesis source replaying what is left of a range: %s", read.lost)
             if available is None:
                 return read  # the whole range expired: nothing of it is left to check
     if read.last_sequence is None or int(read.last_sequence) < int(record.end):
@@ -342,7 +355,7 @@ def replay(
 def _replay_gap(
     reader: ShardReader, stream: str, start: ShardPosition, record: RangeRecord, available: str | None
 ) -> str:
-    """The loss of a replay that cannot start at the recorded first record: raised, or logged and returned."""
+    """The loss of a replay that cannot start at the recorded first record: raised, or returned."""
     found = (
         f"the first record a replay can read is {available}"
         if available is not None
@@ -360,7 +373,6 @@ def _replay_gap(
             "Restart from a new checkpoint, raise the stream's retention, or pass --fail-on-data-loss false to "
             "replay what is left (the loss is then logged and counted)."
         )
-    logger.warning("kinesis source replaying what is left of a range: %s", gap)
     return gap
 
 
@@ -385,7 +397,9 @@ def read_task(
         return replay(reader, log, stream, start, recorded)
     read, mine = fetch(reader, batch, shard_id, start, closed_end=closed_end, limits=limits)
     held = log.create(mine)
-    if held.end == mine.end:
+    # The same end is not the same range: when the trim horizon moved between two attempts, the later one
+    # starts after the recorded first record, and only a replay of the held record counts what it misses.
+    if (held.first, held.end) == (mine.first, mine.end):
         return read
     return replay(reader, log, stream, start, held)
 

@@ -59,7 +59,7 @@ def project(tmp_path: Path) -> Path:
 
 def test_cluster_requirements_are_the_base_dependencies_only():
     assert cluster_requirements(PROJECT_DIR / "pyproject.toml") == (
-        "boto3>=1.35,<2",
+        "boto3>=1.35.2,<2",
         "deltalake>=1.1,<2",
         "pandas>=2.2,<3",
         "pyarrow>=18,<22",

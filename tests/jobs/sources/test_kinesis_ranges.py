@@ -7,7 +7,6 @@ off-by-one in the advance from one batch's recorded range to the next batch's st
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import json
 import threading
@@ -30,6 +29,7 @@ from jobs.sources.kinesis_ranges import (
     range_batch,
     range_name,
     read_task,
+    replay_loss_name,
 )
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -229,10 +229,20 @@ def test_a_tolerated_replay_loss_is_logged_once_noted_in_the_range_and_counted_p
     assert [r.getMessage() for r in caplog.records] == [
         f"kinesis source replaying what is left of a range: {GAP}"
     ]
-    # A second replay finds the loss noted already: it is counted once for the batch's shard.
-    again = _read_from_start(client, log, LIMITS, batch=0, fail_on_data_loss=False)
-    assert _numbers(again) == [2, 3, 4]
-    recorded = log.read(0, SHARD)
+    # A second replay finds the loss noted already: it is logged and counted once for the batch's shard.
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="jobs.sources.kinesis_ranges"):
+        again = _read_from_start(client, log, LIMITS, batch=0, fail_on_data_loss=False)
+    assert (_numbers(again), again.lost) == ([2, 3, 4], GAP)
+    assert caplog.records == []
+    # The record stays as the first attempt wrote it; the loss is the note beside it.
+    assert log.read(0, SHARD).replay_lost is None
+    assert json.loads((tmp_path / replay_loss_name(0, SHARD)).read_text()) == {
+        "batch": 0,
+        "shard": SHARD,
+        "replay_lost": GAP,
+    }
+    recorded = log.read_noted(0, SHARD)
     assert (recorded.first, recorded.end, recorded.lost, recorded.replay_lost) == (
         str(BASE),
         str(BASE + 40),
@@ -252,7 +262,7 @@ def test_a_tolerated_replay_whose_whole_range_expired_reads_nothing_and_counts_t
     client.seqs = client.seqs[6:]  # records 0..5 expired: the range (0..4) is gone, 6 and 7 are newer
     read = _read_from_start(client, log, LIMITS, batch=0, fail_on_data_loss=False)
     assert _numbers(read) == []
-    assert log.read(0, SHARD).replay_lost == (
+    assert log.read_noted(0, SHARD).replay_lost == (
         f"stream 's' shard {SHARD} batch 0: the recorded range (from the shard's start position) starts at "
         f"sequence number {BASE}, but no record of it up to {BASE + 40} is left; records of the range expired "
         "since the batch was first read"
@@ -274,7 +284,10 @@ def test_a_tolerated_replay_loss_is_noted_once_on_an_s3_checkpoint_too():
             read = _read_from_start(client, log, LIMITS, batch=0, fail_on_data_loss=False)
             assert (_numbers(read), read.lost) == ([2, 3, 4], GAP)
         body = s3.get_object(Bucket="checkpoints", Key=f"q/{range_name(0, SHARD)}")["Body"].read()
-        assert (json.loads(body)["first"], json.loads(body)["replay_lost"]) == (str(BASE), GAP)
+        assert (json.loads(body)["first"], json.loads(body)["replay_lost"]) == (str(BASE), None)
+        note = s3.get_object(Bucket="checkpoints", Key=f"q/{replay_loss_name(0, SHARD)}")["Body"].read()
+        assert json.loads(note)["replay_lost"] == GAP
+        assert log.read_noted(0, SHARD).replay_lost == GAP
 
 
 def test_a_range_recorded_before_first_was_kept_still_replays_exactly(tmp_path):
@@ -337,31 +350,57 @@ def test_a_record_of_another_start_is_refused_in_one_line_and_left_as_it_was(tmp
     assert client.get_records_calls == calls  # refused before reading
 
 
-def test_a_replay_that_loses_the_race_to_note_the_loss_leaves_the_winners_note(tmp_path):
+def test_replays_racing_to_note_the_same_loss_return_the_same_rows_and_one_note_wins(tmp_path, caplog):
+    import threading
+
     client = OneShard(5)
-    store = CheckpointStore(str(tmp_path), lambda: None)
-    log = RangeLog(store, retain=100)
+    log = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=100)
     _read_from_start(client, log, LIMITS, batch=0)
     client.seqs = client.seqs[2:]
-    real_replace = store.replace
-    outcomes: list[bool] = []
+    start = threading.Barrier(6)
+    reads: list = []
 
-    def replace_after_another_replay(name, text, *, version):
-        # Another replay (another executor) notes the loss between this one's read and its replace.
-        if not outcomes:
-            _, theirs = store.read_versioned(name)
-            noted = RangeRecord.from_text(store.read(name))
-            assert real_replace(
-                name, dataclasses.replace(noted, replay_lost="theirs").to_text(), version=theirs
-            )
-        outcomes.append(real_replace(name, text, version=version))
-        return outcomes[-1]
+    def replay_batch_0() -> None:
+        # Each replay with its own store and log, as tasks on other executors have.
+        mine = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=100)
+        start.wait()
+        reads.append(_read_from_start(client, mine, LIMITS, batch=0, fail_on_data_loss=False))
 
-    store.replace = replace_after_another_replay  # type: ignore[method-assign]
-    read = _read_from_start(client, log, LIMITS, batch=0, fail_on_data_loss=False)
-    assert read.lost == GAP
-    assert outcomes == [False]  # the stale version lost; re-read, the loss was noted already
-    assert log.read(0, SHARD).replay_lost == "theirs"
+    with caplog.at_level("WARNING", logger="jobs.sources.kinesis_ranges"):
+        threads = [threading.Thread(target=replay_batch_0) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert sorted((tuple(_numbers(r)), r.lost) for r in reads) == [((2, 3, 4), GAP)] * 6
+    assert [r.getMessage() for r in caplog.records] == [
+        f"kinesis source replaying what is left of a range: {GAP}"
+    ]
+    assert log.read_noted(0, SHARD).replay_lost == GAP
+
+
+def test_of_several_writers_noting_a_loss_exactly_the_first_wins(tmp_path):
+    import threading
+
+    log = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=100)
+    record = log.create(_record(0, first=str(BASE), end=str(BASE + 40)))
+    start = threading.Barrier(8)
+    won: list[str] = []
+
+    def note(writer: int) -> None:
+        start.wait()
+        if log.note_replay_loss(record, f"gap seen by writer {writer}"):
+            won.append(f"gap seen by writer {writer}")
+
+    threads = [threading.Thread(target=note, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(won) == 1
+    assert log.read_noted(0, SHARD).replay_lost == won[0]
+    assert log.note_replay_loss(record, "a later replay's") is False
+    assert log.read_noted(0, SHARD).replay_lost == won[0]
 
 
 def _record(batch: int, **fields) -> RangeRecord:
@@ -421,6 +460,24 @@ def test_range_records_are_kept_for_the_newest_batches_only(tmp_path):
 def test_a_retention_of_one_batch_still_keeps_the_batch_before_the_planned_one(tmp_path):
     # A restart whose offset log ends at batch 3 (batch 4 planned, never logged) reads batch 3's ranges.
     assert _kept_after_five_batches(tmp_path, retain=1) == [3, 4]
+
+
+def test_a_replays_loss_note_is_removed_with_its_batchs_record(tmp_path):
+    folder = tmp_path / "sources/kinesis/ranges"
+    log = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=2)
+    for batch in range(4):
+        log.planned(_planned(batch, ShardPosition()))
+        # Noted after this log listed the folder (a replay on an executor), as notes are.
+        assert log.note_replay_loss(log.create(_record(batch)), f"gap {batch}")
+    assert sorted(p.name for p in folder.iterdir()) == [
+        f"batch-{b:010d}-{SHARD}{suffix}" for b in (2, 3) for suffix in (".json", ".replay-lost.json")
+    ]
+    # A restarted planner lists the folder first: the notes it finds go with their batches too.
+    restarted = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=2)
+    restarted.planned(_planned(4, ShardPosition()))
+    restarted.planned(_planned(5, ShardPosition()))
+    assert sorted(p.name for p in folder.iterdir()) == []
+    assert [log.read_noted(b, SHARD) for b in (2, 3)] == [None, None]
 
 
 def test_a_range_removed_between_a_lost_race_and_its_read_is_put_if_absent_again(tmp_path):
@@ -630,7 +687,7 @@ def test_the_planner_reads_a_batchs_range_files_at_once_not_one_after_another(tm
     store = CheckpointStore(str(tmp_path), lambda: None)
     log = RangeLog(store, retain=100)
     for i, shard in enumerate(shards):
-        log.create(dataclasses.replace(_record(7, end=str(100 + i)), shard=shard))
+        log.create(_record(7, end=str(100 + i), shard=shard))
     together = threading.Barrier(len(shards), timeout=5)
     real_read = store.read_if_exists
 
@@ -653,3 +710,90 @@ def test_the_planner_reads_a_batchs_range_files_at_once_not_one_after_another(tm
     (tmp_path / range_name(7, shards[2])).unlink()
     together.reset()
     assert log.read_batch(planned) is None
+
+
+def _lost_race_after_the_horizon_moved(tmp_path, *, fail_on_data_loss: bool):
+    """Attempt A of batch 0 read records 0..4 and recorded them; attempt B had started before A's record
+    existed, but by its read the trim horizon had passed records 0 and 1: B read 2..4 (the same end)."""
+    client = OneShard(5)
+    log = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=100)
+    _read_from_start(client, log, LIMITS, batch=0)
+    client.seqs = client.seqs[2:]
+    late = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=100)
+    late.read = lambda batch, shard_id: None  # type: ignore[method-assign]  # B looked before A recorded
+    return log, _read_from_start(client, late, LIMITS, batch=0, fail_on_data_loss=fail_on_data_loss)
+
+
+def test_an_attempt_that_lost_the_race_with_the_same_end_but_a_later_first_record_is_data_loss(tmp_path):
+    with pytest.raises(DataLossError, match=r"starts at sequence number \d+, but the first record a replay"):
+        _lost_race_after_the_horizon_moved(tmp_path, fail_on_data_loss=True)
+
+
+def test_an_attempt_that_lost_the_race_with_a_later_first_record_notes_the_loss_when_tolerated(tmp_path):
+    _, read = _lost_race_after_the_horizon_moved(tmp_path, fail_on_data_loss=False)
+    # The recorded range's rows that are left, and the records it misses counted, never a silently short batch.
+    assert (_numbers(read), read.lost) == ([2, 3, 4], GAP)
+
+
+def _replay_of_batch_1_after_expiry(tmp_path, expired: int, *, fail_on_data_loss: bool):
+    """Batch 0 read records 0..2, batch 1 (after record 2) read 3..5; a day later records 0..expired-1 are
+    gone and batch 1 is replayed: its start position is behind the trim horizon, so the read probes it."""
+    client = OneShard(6)
+    log = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=100)
+    three = Limits(records=3, bytes=10**9, seconds=60)
+    _read_from_start(client, log, three, batch=0)
+    start = advance(ShardPosition(), log.read(0, SHARD))
+    assert start.sequence == str(BASE + 20)
+
+    def batch_1(reader: ShardReader):
+        return read_task(
+            reader, log, "s", batch=1, shard_id=SHARD, start=start, closed_end=None, limits=three
+        )
+
+    assert _numbers(batch_1(_reader(client))) == [3, 4, 5]
+    client.seqs = client.seqs[expired:]
+    a_day_later = ShardReader(
+        client,
+        "s",
+        fail_on_data_loss=fail_on_data_loss,
+        sleep=lambda _seconds: None,
+        now_ms=lambda: int(T0.timestamp() * 1000) + 25 * 3600 * 1000,
+    )
+    return log, batch_1(a_day_later)
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_a_replay_after_a_sequence_number_whose_start_record_expired_but_not_its_first_loses_nothing(
+    tmp_path, fail_on_data_loss
+):
+    # Record 2 (the start position, read by batch 0) expired; batch 1's first record (3) is still there.
+    log, read = _replay_of_batch_1_after_expiry(tmp_path, 3, fail_on_data_loss=fail_on_data_loss)
+    assert (_numbers(read), read.lost) == ([3, 4, 5], None)
+    assert log.read_noted(1, SHARD).replay_lost is None
+    assert not (tmp_path / replay_loss_name(1, SHARD)).exists()
+
+
+GAP_AFTER_2 = (
+    f"stream 's' shard {SHARD} batch 1: the recorded range (after sequence number {BASE + 20}) starts at "
+    f"sequence number {BASE + 30}, but the first record a replay can read is {BASE + 40}; records of the "
+    "range expired since the batch was first read"
+)
+
+
+def test_a_replay_after_a_sequence_number_whose_first_record_expired_is_data_loss(tmp_path):
+    with pytest.raises(DataLossError) as info:
+        _replay_of_batch_1_after_expiry(tmp_path, 4, fail_on_data_loss=True)
+    assert str(info.value).startswith(f"data loss on the replay of {GAP_AFTER_2}. Expected a replay")
+
+
+def test_a_tolerated_replay_after_a_sequence_number_whose_first_record_expired_notes_the_loss(tmp_path):
+    log, read = _replay_of_batch_1_after_expiry(tmp_path, 4, fail_on_data_loss=False)
+    assert (_numbers(read), read.lost) == ([4, 5], GAP_AFTER_2)
+    assert log.read_noted(1, SHARD).replay_lost == GAP_AFTER_2
+
+
+def test_a_loss_noted_inside_the_record_by_the_version_before_still_counts(tmp_path):
+    store = CheckpointStore(str(tmp_path), lambda: None)
+    # The version before rewrote the record with its note (no note file beside it).
+    assert store.create(range_name(0, SHARD), _record(0, end=str(BASE), replay_lost="old gap").to_text())
+    assert RangeLog(store, retain=100).read_noted(0, SHARD).replay_lost == "old gap"
