@@ -45,6 +45,7 @@ from jobs.pipelines._orders_tables import (
     CompactionStatus,
     Compactor,
     CowTablesWriter,
+    MorLogWriter,
     OrdersStateError,
     OrdersTables,
     merged_through,
@@ -249,46 +250,19 @@ class SparkCowWriter(CowTablesWriter):
         )
 
 
-class SparkMorWriter:
+class SparkMorWriter(MorLogWriter):
     """Appends micro-batches of changes to the merge-on-read change log, written by the executors."""
 
-    def __init__(self, tables: OrdersTables, *, app_id: str, retry: RetryPolicy | None = None) -> None:
-        self.tables = tables
-        self.app_id = app_id
-        self._retry = retry
-        tables.create("mor")
-
-    def write(self, changes: DataFrame, batch_id: int) -> BatchOutcome:
-        """Append one micro-batch of parsed changes to ``orders_changes`` exactly once."""
+    def log_rows(self, changes: DataFrame, log_seq: int) -> tuple[DataFrame, int, int]:
         from pyspark.sql import functions as F
 
-        started = time.perf_counter()
-        log_table = self.tables.changes
         unique, duplicates = change_counts(changes)
-        # As the Arrow writer: the log's version now, plus one, is above every log_seq already committed.
-        log_seq = (log_table.version() or 0) + 1
         rows = unique_changes(changes).select(
             *CHANGE_SCHEMA.names,
             F.lit(log_seq).cast("bigint").alias(LOG_SEQ),
             utc_date("order_ts").alias(PARTITION_COLUMN),
         )
-        appended = with_retries(
-            lambda: log_table.append(
-                rows, app_id=self.app_id, batch_id=batch_id, partition_by=[PARTITION_COLUMN]
-            ),
-            what=f"append of batch {batch_id} to {log_table.uri}",
-            policy=self._retry,
-        )
-        return BatchOutcome(
-            batch_id=batch_id,
-            changes=unique,
-            duplicates=duplicates,
-            late=0,
-            committed=appended.committed,
-            write_s=time.perf_counter() - started,
-            visible_at=time.time(),
-            log_seq=log_seq,
-        )
+        return rows, unique, duplicates
 
 
 class SparkCompactor(Compactor):

@@ -250,8 +250,10 @@ class CowWriter(CowTablesWriter):
         )
 
 
-class MorWriter:
-    """Appends micro-batches of changes to the merge-on-read change log (one commit each)."""
+class MorLogWriter:
+    """What both merge-on-read writers (delta-rs here, delta-spark in ``_orders_spark``) share: one append of a
+    micro-batch's unique changes to ``orders_changes`` exactly once, each commit with its ``log_seq``. The
+    subclass turns a batch into the log's rows (:meth:`log_rows`)."""
 
     def __init__(self, tables: OrdersTables, *, app_id: str, retry: RetryPolicy | None = None) -> None:
         self.tables = tables
@@ -259,16 +261,19 @@ class MorWriter:
         self._retry = retry
         tables.create("mor")
 
-    def write(self, changes: pa.Table, batch_id: int) -> BatchOutcome:
+    def log_rows(self, changes: Any, log_seq: int) -> tuple[Any, int, int]:
+        """The rows to append for ``changes`` at ``log_seq``, the unique changes' count and the duplicates'."""
+        raise NotImplementedError
+
+    def write(self, changes: Any, batch_id: int) -> BatchOutcome:
         """Append one micro-batch of parsed changes (``CHANGE_SCHEMA``) to ``orders_changes`` exactly once."""
         started = time.perf_counter()
         log_table = self.tables.changes
-        unique, duplicates = dedupe_changes(changes)
         # The log's version now, plus one: larger than every log_seq already committed (this query is the
         # log's only appender, and every batch commits at a version above the one it read), so
         # "log_seq > S" is exactly the rows appended after compaction merged through S.
         log_seq = (log_table.version() or 0) + 1
-        rows = change_log_rows(unique, log_seq)
+        rows, unique, duplicates = self.log_rows(changes, log_seq)
         appended = with_retries(
             lambda: log_table.append(
                 rows, app_id=self.app_id, batch_id=batch_id, partition_by=[PARTITION_COLUMN]
@@ -278,7 +283,7 @@ class MorWriter:
         )
         return BatchOutcome(
             batch_id=batch_id,
-            changes=unique.num_rows,
+            changes=unique,
             duplicates=duplicates,
             late=0,
             committed=appended.committed,
@@ -286,6 +291,14 @@ class MorWriter:
             visible_at=time.time(),
             log_seq=log_seq,
         )
+
+
+class MorWriter(MorLogWriter):
+    """Appends micro-batches of changes to the merge-on-read change log (one commit each), from Arrow."""
+
+    def log_rows(self, changes: pa.Table, log_seq: int) -> tuple[pa.Table, int, int]:
+        unique, duplicates = dedupe_changes(changes)
+        return change_log_rows(unique, log_seq), unique.num_rows, duplicates
 
 
 @dataclass(frozen=True)
