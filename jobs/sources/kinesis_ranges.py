@@ -33,8 +33,9 @@ from jobs.sources.errors import DataLossError, RangeMismatchError
 logger = logging.getLogger(__name__)
 
 RANGES_DIR = "sources/kinesis/ranges"
-# How many range files the planner reads at once (S3 GETs of a few hundred bytes each).
-_READ_THREADS = 16
+# How many range files the planner reads at once (S3 GETs of a few hundred bytes each): as many as botocore's
+# connection pool per client holds (max_pool_connections, 10), so no plan opens connections only to drop them.
+_READ_THREADS = 10
 
 
 def range_name(batch_id: int, shard_id: str) -> str:
@@ -203,7 +204,7 @@ class RangeLog:
         """Every read shard's record of ``planned``; None while one is missing (the batch has not run).
 
         The planner calls this once per batch, one small file per shard: on S3 a GET each, so they are read
-        ``_READ_THREADS`` at a time (a 100-shard stream's plan waits for about seven round trips, not 100).
+        ``_READ_THREADS`` at a time (a 100-shard stream's plan waits for about ten round trips, not 100).
         """
         shard_ids = list(planned.read)
         if len(shard_ids) <= 1:
