@@ -194,7 +194,24 @@ def test_a_batch_without_changes_still_commits_its_transaction_in_each_layout(sp
         "orders": ("lakestack-orders-test", 0),
         "changes": ("lakestack-orders-test", 0),
     }
+    # Delta's own transaction record, which a replay is checked against, not only the commit's metadata.
+    assert (
+        tables.orders.transaction_version("lakestack-orders-test"),
+        tables.changes.transaction_version("lakestack-orders-test"),
+    ) == (0, 0)
     assert tables.orders.read().num_rows == 0
+    versions = (tables.orders.version(), tables.changes.version())
+    # The batch replayed after a restart: nothing is committed again in either layout.
+    again = OrdersJob(settings(tmp_path, "cow", compact_every=0), layouts=("cow", "mor"))
+    try:
+        replayed = again.write_batch("lakestack-orders-test", read_delta(spark, bronze), 0)
+    finally:
+        again.close()
+    assert {layout: outcome.committed for layout, outcome in replayed.outcomes.items()} == {
+        "cow": False,
+        "mor": False,
+    }
+    assert (tables.orders.version(), tables.changes.version()) == versions
 
 
 def test_no_rows_reach_the_driver_and_every_table_is_written_by_delta_spark(spark, tmp_path, monkeypatch):
