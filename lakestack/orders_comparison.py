@@ -200,14 +200,22 @@ def time_travel_check(
     """Read ``orders`` (cow) as of the commit of the run's middle micro-batch, and its change feed since.
 
     The old version must equal the fold of every change the query had seen by that batch; that version
-    with the change feed applied must equal the final truth.
+    with the change feed applied must equal the final truth. The middle is taken among the batches that
+    carried changes, so the old version is a state the load produced: with two or more, a batch with changes
+    on either side of it. With one (a small run lands in one bronze commit), the middle is the commit just
+    before it (the empty table before the load), and ``batches_with_changes`` says so.
     """
     orders = tables.orders
     history = orders.commits()
     commits = [c for c in history if c.batch_id is not None]
     if not commits:
         return {"ok": False, "note": "no micro-batch commits in orders"}
-    middle = commits[(len(commits) - 1) // 2]
+    loaded = [c for c in commits if recorder.changes_by_batch.get(c.batch_id or 0)]
+    if len(loaded) >= 2:
+        middle = loaded[(len(loaded) - 1) // 2]
+    else:
+        before = [c for c in commits if not loaded or c.version < loaded[0].version]
+        middle = before[-1] if before else commits[(len(commits) - 1) // 2]
     latest = history[-1].version
     if middle.version >= latest:
         # The change feed starts after the middle commit: there must be a version after it to read.
@@ -228,6 +236,7 @@ def time_travel_check(
     return {
         "version": middle.version,
         "batch_id": batch_id,
+        "batches_with_changes": len(loaded),
         "rows_then": len(then),
         "matches_truth_then": time_travel_ok,
         "change_feed_rows": feed.num_rows,

@@ -235,3 +235,54 @@ def test_a_table_with_no_version_after_its_middle_batch_fails_time_travel_with_a
         "travel needs a later version to read the change feed from. Send the load over more micro-batches "
         "(more events, or a lower --rate).",
     }
+
+
+def _record_batch(recorder: OrdersRecorder, writer: CowWriter, batch, batch_id: int) -> None:
+    outcome = writer.write(batch, batch_id)
+    recorder(
+        BatchReport(
+            batch_id=batch_id,
+            bronze_rows=batch.num_rows,
+            quarantined=0,
+            other_types=0,
+            change_bytes=100 * batch.num_rows,
+            read_s=0.1,
+            outcomes={"cow": outcome},
+            latencies_s={"cow": (1.0,)},
+        ),
+        batch,
+    )
+
+
+def test_time_travel_reads_as_of_a_batch_the_load_produced_not_the_empty_first_one(tmp_path):
+    # An empty first trigger (the demo's, before any load), then three batches with changes: the middle of the
+    # three is batch 2, a state between two loads, not the empty table of batch 0.
+    generator = OrdersGenerator(random.Random(7), clock=at_t0, open_orders=5)
+    tables = OrdersTables(str(tmp_path / "lake"))
+    recorder = OrdersRecorder()
+    writer = CowWriter(tables, app_id="q", clock=at_t0)
+    _record_batch(recorder, writer, parse([]), 0)
+    for batch_id in (1, 2, 3):
+        _record_batch(recorder, writer, parse([generator.next_event() for _ in range(15)]), batch_id)
+    figures, _ = compare(tables, recorder, [generator.ground_truth()], acknowledged=45)
+    travel = figures["time_travel"]
+    assert (travel["batch_id"], travel["batches_with_changes"], travel["ok"]) == (2, 3, True)
+    assert travel["rows_then"] == len(fold(recorder.changes_through(2))) > 0
+    assert travel["change_feed_rows"] > 0
+
+
+def test_with_one_loaded_batch_time_travel_reads_as_of_the_commit_before_it_and_says_so(tmp_path):
+    generator = OrdersGenerator(random.Random(8), clock=at_t0, open_orders=5)
+    tables = OrdersTables(str(tmp_path / "lake"))
+    recorder = OrdersRecorder()
+    writer = CowWriter(tables, app_id="q", clock=at_t0)
+    _record_batch(recorder, writer, parse([]), 0)
+    _record_batch(recorder, writer, parse([generator.next_event() for _ in range(20)]), 1)
+    figures, _ = compare(tables, recorder, [generator.ground_truth()], acknowledged=20)
+    travel = figures["time_travel"]
+    assert (travel["batch_id"], travel["batches_with_changes"], travel["rows_then"], travel["ok"]) == (
+        0,
+        1,
+        0,
+        True,
+    )
