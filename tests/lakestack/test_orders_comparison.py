@@ -203,40 +203,6 @@ def test_plot_has_ticked_axes_and_draws_cow_and_mor_each_in_its_own_style():
     assert "stroke-dasharray" in svg  # mor's line style differs from cow's where their file steps coincide
 
 
-def test_a_table_with_no_version_after_its_middle_batch_fails_time_travel_with_a_note(tmp_path):
-    """One micro-batch commit, the table's last version: no change feed after it to check (was a raw
-    DeltaError from delta-rs' load_cdf, 'Invalid table version')."""
-    generator = OrdersGenerator(random.Random(6), clock=at_t0, open_orders=5)
-    batch = parse([generator.next_event() for _ in range(20)])
-    tables = OrdersTables(str(tmp_path / "lake"))
-    recorder = OrdersRecorder()
-    outcome = CowWriter(tables, app_id="q", clock=at_t0).write(batch, 0)
-    recorder(
-        BatchReport(
-            batch_id=0,
-            bronze_rows=20,
-            quarantined=0,
-            other_types=0,
-            change_bytes=2000,
-            read_s=0.5,
-            outcomes={"cow": outcome},
-            latencies_s={"cow": (1.0,)},
-        ),
-        batch,
-    )
-    figures, _ = compare(tables, recorder, [generator.ground_truth()], acknowledged=20)
-    assert figures["cow"]["matches_expected"] is True
-    assert figures["ok"] is False
-    uri = str(tmp_path / "lake" / "orders")
-    assert figures["time_travel"] == {
-        "enough_versions": False,
-        "ok": False,
-        "note": f"{uri} has 1 micro-batch commit(s) and ends at version 1, the middle batch's own commit: time "
-        "travel needs a later version to read the change feed from. Send the load over more micro-batches "
-        "(more events, or a lower --rate).",
-    }
-
-
 def _record_batch(recorder: OrdersRecorder, writer: CowWriter, batch, batch_id: int) -> None:
     outcome = writer.write(batch, batch_id)
     recorder(
@@ -252,6 +218,31 @@ def _record_batch(recorder: OrdersRecorder, writer: CowWriter, batch, batch_id: 
         ),
         batch,
     )
+
+
+def test_a_table_with_no_version_after_its_middle_batch_fails_time_travel_with_a_note(tmp_path):
+    """One micro-batch commit, the table's last version: no change feed after it to check (was a raw
+    DeltaError from delta-rs' load_cdf, 'Invalid table version')."""
+    generator = OrdersGenerator(random.Random(6), clock=at_t0, open_orders=5)
+    tables = OrdersTables(str(tmp_path / "lake"))
+    recorder = OrdersRecorder()
+    _record_batch(
+        recorder,
+        CowWriter(tables, app_id="q", clock=at_t0),
+        parse([generator.next_event() for _ in range(20)]),
+        0,
+    )
+    figures, _ = compare(tables, recorder, [generator.ground_truth()], acknowledged=20)
+    assert figures["cow"]["matches_expected"] is True
+    assert figures["ok"] is False
+    uri = str(tmp_path / "lake" / "orders")
+    assert figures["time_travel"] == {
+        "enough_versions": False,
+        "ok": False,
+        "note": f"{uri} has 1 micro-batch commit(s) and ends at version 1, the middle batch's own commit: time "
+        "travel needs a later version to read the change feed from. Send the load over more micro-batches "
+        "(more events, or a lower --rate).",
+    }
 
 
 def test_time_travel_reads_as_of_a_batch_the_load_produced_not_the_empty_first_one(tmp_path):
