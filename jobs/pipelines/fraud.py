@@ -434,7 +434,7 @@ def make_batch_writer(
             for name, table in pending:
                 if not kinds.get(_PART_KINDS[name]):
                     continue  # a replay computes the same empty part: nothing to make idempotent
-                table.append(_for(table, parts[name]), app_id=app_id, batch_id=batch_id)
+                table.append(table.rows_for(parts[name]), app_id=app_id, batch_id=batch_id)
         finally:
             batch.unpersist()
         log.info(
@@ -446,15 +446,6 @@ def make_batch_writer(
         )
 
     return write
-
-
-def _for(table: LakeTable, frame: DataFrame) -> pa.Table | DataFrame:
-    # Only a table on the Azurite emulator has an engine without DataFrames (delta-rs, from the driver).
-    if table.engine.accepts_frames:
-        return frame
-    from jobs.lake import to_arrow
-
-    return to_arrow(frame)
 
 
 def start(

@@ -424,7 +424,7 @@ class OrdersJob:
         options = dict(self.tables.storage_options)
         table = spark_job_engine(classified.sparkSession, options).table(uri, storage_options=options)
         bad = quarantine_rows(classified, batch_id, now=self._clock())
-        rows: pa.Table | DataFrame = bad if table.engine.accepts_frames else to_arrow(bad)
+        rows = table.rows_for(bad)
         with_retries(
             lambda: _append(table, rows, app_id=app_id, batch_id=batch_id),
             what=f"quarantine of batch {batch_id} in {uri}",

@@ -363,7 +363,7 @@ class SalesBatchWriter:
                 batch_id,
                 "quarantine",
                 lambda: self.quarantine.append(
-                    self._for(self.quarantine, quarantine), app_id=self.app_id, batch_id=batch_id
+                    self.quarantine.rows_for(quarantine), app_id=self.app_id, batch_id=batch_id
                 ),
             )
             if not self._done(self.gold, batch_id):
@@ -381,7 +381,7 @@ class SalesBatchWriter:
                 batch_id,
                 "silver",
                 lambda: self.silver.append(
-                    self._for(self.silver, silver), app_id=self.app_id, batch_id=batch_id
+                    self.silver.rows_for(silver), app_id=self.app_id, batch_id=batch_id
                 ),
             )
         finally:
@@ -427,15 +427,6 @@ class SalesBatchWriter:
             "other_types": total(ALL, OTHER),
             "late": total(KEPT, late=True),
         }
-
-    @staticmethod
-    def _for(table: LakeTable, frame: DataFrame) -> pa.Table | DataFrame:
-        # Only a table on the Azurite emulator has an engine without DataFrames (delta-rs on the driver).
-        if table.engine.accepts_frames:
-            return frame
-        from jobs.lake import to_arrow
-
-        return to_arrow(frame)
 
     def _write(self, batch_id: int, what: str, write: Callable[[], Any]) -> Any:
         from jobs.lake import with_retries

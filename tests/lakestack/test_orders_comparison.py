@@ -44,6 +44,23 @@ def change(op: str, order_id: str, seconds: int, status: str = "placed") -> dict
     }
 
 
+def _record(recorder: OrdersRecorder, batch, batch_id: int, outcomes, latencies_s) -> None:
+    """Hand ``recorder`` one micro-batch of ``batch``'s changes, as the job does after writing it."""
+    recorder(
+        BatchReport(
+            batch_id=batch_id,
+            bronze_rows=batch.num_rows,
+            quarantined=0,
+            other_types=0,
+            change_bytes=100 * batch.num_rows,
+            read_s=0.5,
+            outcomes=outcomes,
+            latencies_s=latencies_s,
+        ),
+        batch,
+    )
+
+
 def test_fold_is_the_generators_rule():
     state = fold(
         [
@@ -102,19 +119,8 @@ def test_compare_both_layouts_on_real_tables(tmp_path):
         if batch_id % 3 == 2:
             compactions.append(compactor.run())
         stamps = [t.timestamp() for t in batch["event_time"].to_pylist()]
-        recorder(
-            BatchReport(
-                batch_id=batch_id,
-                bronze_rows=batch.num_rows,
-                quarantined=0,
-                other_types=0,
-                change_bytes=100 * batch.num_rows,
-                read_s=0.5,
-                outcomes=outcomes,
-                latencies_s={k: tuple(o.visible_at - t for t in stamps) for k, o in outcomes.items()},
-            ),
-            batch,
-        )
+        latencies = {k: tuple(o.visible_at - t for t in stamps) for k, o in outcomes.items()}
+        _record(recorder, batch, batch_id, outcomes, latencies)
     truth = generator.ground_truth()
     figures, svg = compare(tables, recorder, [truth], compactions=compactions, acknowledged=400)
 
@@ -204,20 +210,7 @@ def test_plot_has_ticked_axes_and_draws_cow_and_mor_each_in_its_own_style():
 
 
 def _record_batch(recorder: OrdersRecorder, writer: CowWriter, batch, batch_id: int) -> None:
-    outcome = writer.write(batch, batch_id)
-    recorder(
-        BatchReport(
-            batch_id=batch_id,
-            bronze_rows=batch.num_rows,
-            quarantined=0,
-            other_types=0,
-            change_bytes=100 * batch.num_rows,
-            read_s=0.1,
-            outcomes={"cow": outcome},
-            latencies_s={"cow": (1.0,)},
-        ),
-        batch,
-    )
+    _record(recorder, batch, batch_id, {"cow": writer.write(batch, batch_id)}, {"cow": (1.0,)})
 
 
 def test_a_table_with_no_version_after_its_middle_batch_fails_time_travel_with_a_note(tmp_path):
