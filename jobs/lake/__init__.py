@@ -10,7 +10,7 @@ or an unreadable log in a second, with one line naming the flag and the fix.
 from __future__ import annotations
 
 from jobs._retry import RetryPolicy
-from jobs.lake._arrow import to_arrow
+from jobs.lake._arrow import rows_for, to_arrow
 from jobs.lake._deltars import DeltaRsEngine
 from jobs.lake._jvm import Availability, JvmDeltaEngine
 from jobs.lake._preflight import check_table_readable, check_table_writable
@@ -80,6 +80,7 @@ __all__ = [
     "is_transient",
     "maintenance_engine",
     "redact",
+    "rows_for",
     "scoped_storage_options",
     "spark_job_engine",
     "storage_options_for",

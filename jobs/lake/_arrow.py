@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import Schema as DeltaSchema
 
-from jobs.lake.engine import Filter, SchemaMode
+from jobs.lake.engine import Filter, LakeTable, SchemaMode
 from jobs.lake.errors import LakeError, TableSchemaError
 
 if TYPE_CHECKING:
@@ -37,6 +37,12 @@ def to_arrow(frame: DataFrame) -> pa.Table:
     if not batches:
         return to_arrow_schema(frame.schema).empty_table()
     return pa.Table.from_batches(batches)
+
+
+def rows_for(table: LakeTable, frame: DataFrame) -> pa.Table | DataFrame:
+    """``frame`` as ``table``'s engine takes it: the DataFrame itself where the executors write it (delta-spark),
+    else its rows collected to the driver as Arrow (delta-rs: only tables on Azurite)."""
+    return frame if table.engine.accepts_frames else to_arrow(frame)
 
 
 def normalize_timestamps(data: pa.Table) -> pa.Table:

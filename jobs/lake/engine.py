@@ -337,15 +337,6 @@ class LakeTable:
             self.ref, schema, partition_by=partition_by, change_data_feed=change_data_feed
         )
 
-    def rows_for(self, frame: DataFrame) -> pa.Table | DataFrame:
-        """``frame`` as this table's engine takes it: the DataFrame itself where the executors write it
-        (delta-spark), else its rows collected to the driver as Arrow (delta-rs: only tables on Azurite)."""
-        if self.engine.accepts_frames:
-            return frame
-        from jobs.lake._arrow import to_arrow
-
-        return to_arrow(frame)
-
     def append(
         self,
         data: pa.Table | DataFrame,

@@ -408,6 +408,7 @@ def make_batch_writer(
     counted with one small aggregate and split in Spark; the executors write the rows (delta-spark).
     """
     from jobs.checkpoint import batches_to_retain
+    from jobs.lake import rows_for
 
     bound = tables or FraudTables.under(settings)
     job = settings.job
@@ -434,7 +435,7 @@ def make_batch_writer(
             for name, table in pending:
                 if not kinds.get(_PART_KINDS[name]):
                     continue  # a replay computes the same empty part: nothing to make idempotent
-                table.append(table.rows_for(parts[name]), app_id=app_id, batch_id=batch_id)
+                table.append(rows_for(table, parts[name]), app_id=app_id, batch_id=batch_id)
         finally:
             batch.unpersist()
         log.info(

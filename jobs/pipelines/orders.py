@@ -44,7 +44,7 @@ import pyarrow.compute as pc
 from jobs._options import parse_duration, parse_trigger
 from jobs._run import stop_and_raise, stop_on_signals, wait_for_query
 from jobs.errors import SettingsError
-from jobs.lake import LakeTable, scoped_storage_options, spark_job_engine, to_arrow, with_retries
+from jobs.lake import LakeTable, rows_for, scoped_storage_options, spark_job_engine, to_arrow, with_retries
 from jobs.pipelines._cdc import CHANGE_SCHEMA
 from jobs.pipelines._envelope import (
     INVALID,
@@ -424,7 +424,7 @@ class OrdersJob:
         options = dict(self.tables.storage_options)
         table = spark_job_engine(classified.sparkSession, options).table(uri, storage_options=options)
         bad = quarantine_rows(classified, batch_id, now=self._clock())
-        rows = table.rows_for(bad)
+        rows = rows_for(table, bad)
         with_retries(
             lambda: _append(table, rows, app_id=app_id, batch_id=batch_id),
             what=f"quarantine of batch {batch_id} in {uri}",

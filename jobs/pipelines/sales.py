@@ -346,6 +346,8 @@ class SalesBatchWriter:
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         from pyspark.sql import functions as F
 
+        from jobs.lake import rows_for
+
         started = time.perf_counter()
         if self._done(self.silver, batch_id):
             log.info("sales: batch %d skipped: already committed to %s", batch_id, self.silver.uri)
@@ -363,7 +365,7 @@ class SalesBatchWriter:
                 batch_id,
                 "quarantine",
                 lambda: self.quarantine.append(
-                    self.quarantine.rows_for(quarantine), app_id=self.app_id, batch_id=batch_id
+                    rows_for(self.quarantine, quarantine), app_id=self.app_id, batch_id=batch_id
                 ),
             )
             if not self._done(self.gold, batch_id):
@@ -381,7 +383,7 @@ class SalesBatchWriter:
                 batch_id,
                 "silver",
                 lambda: self.silver.append(
-                    self.silver.rows_for(silver), app_id=self.app_id, batch_id=batch_id
+                    rows_for(self.silver, silver), app_id=self.app_id, batch_id=batch_id
                 ),
             )
         finally:
