@@ -541,7 +541,7 @@ class DeltaRsEngine(TableHandles):
                     f"read of {table_uri}: expected a time-zone-aware timestamp, found naive {timestamp}; "
                     "pass e.g. datetime(..., tzinfo=UTC)."
                 )
-            table.load_as_version(timestamp)
+            table.load_as_version(_version_at(table_uri, self.commits(ref), timestamp))
         selected = list(columns) if columns else None
         # Through the dataset: to_pyarrow_table() on an abfss:// table can abort the interpreter at exit
         # (delta-rs 1.6 with pyarrow's I/O threads; seen against Azurite).
@@ -572,6 +572,23 @@ class DeltaRsEngine(TableHandles):
             )
         reader = table.load_cdf(starting_version=starting_version, ending_version=ending_version)
         return pa.RecordBatchReader.from_stream(reader).read_all()
+
+
+def _version_at(table_uri: str, commits: Sequence[CommitRecord], timestamp: datetime) -> int:
+    """The latest version committed at or before ``timestamp``, on the times :meth:`commits` reports.
+
+    delta-rs itself resolves a timestamp on the log files' modification times, which come some milliseconds
+    after the commit's own time: a read as of a commit's reported time then missed that commit.
+    """
+    earlier = [commit.version for commit in commits if commit.timestamp <= timestamp]
+    if not earlier:
+        first = min(commits, key=lambda commit: commit.version)
+        raise LakeError(
+            f"read of {table_uri} as of {timestamp.isoformat()}: expected a commit at or before that time, "
+            f"found the earliest kept at {first.timestamp.isoformat()} (version {first.version}); "
+            "read as of a later time, or by version."
+        )
+    return max(earlier)
 
 
 def _open(table_uri: str, options: dict[str, str]) -> DeltaTable | None:

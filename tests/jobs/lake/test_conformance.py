@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from datetime import UTC, date, datetime, timedelta
 
@@ -241,6 +242,27 @@ def test_time_travel_by_version_and_timestamp(engine, tmp_path):
     stamps = [c.timestamp for c in engine.table(uri).commits()]
     assert ids_of(engine.table(uri).read(timestamp=stamps[1])) == [0, 1]
     assert ids_of(engine.table(uri).read(timestamp=stamps[2] + timedelta(hours=1))) == [0, 1, 2]
+
+
+def test_delta_rs_reads_as_of_a_commits_reported_time_whatever_its_log_files_modification_time(tmp_path):
+    # delta-rs resolves a timestamp on the log files' modification times, which come some milliseconds after
+    # the commit's own time (here: an hour, set by hand); a read as of a reported commit time must still see it.
+    engine = DeltaRsEngine()
+    uri = str(tmp_path / "t")
+    for batch in range(3):
+        engine.table(uri).append(events([batch]), app_id="app", batch_id=batch)
+    later = datetime.now(UTC).timestamp() + 3600
+    for version in range(3):
+        os.utime(tmp_path / "t" / "_delta_log" / f"{version:020d}.json", (later + version, later + version))
+    commits = engine.table(uri).commits()
+    assert [c.batch_id for c in commits] == [0, 1, 2]
+    assert ids_of(engine.table(uri).read(timestamp=commits[0].timestamp)) == [0]
+    assert ids_of(engine.table(uri).read(timestamp=commits[1].timestamp)) == [0, 1]
+    assert ids_of(engine.table(uri).read(timestamp=commits[2].timestamp)) == [0, 1, 2]
+    with pytest.raises(
+        LakeError, match=r"expected a commit at or before that time, found the earliest kept at"
+    ):
+        engine.table(uri).read(timestamp=commits[0].timestamp - timedelta(seconds=1))
 
 
 def test_change_data_feed(engine, tmp_path):
