@@ -321,9 +321,7 @@ def read_records(spark: SparkSession, settings: IngestSettings) -> DataFrame:
 
         # Read once at start and never logged (the value is masked in every repr).
         secret = resolve_connection_string(settings.kafka, os.environ)
-        return read_kafka_stream(
-            spark, settings.kafka, checkpoint_location=settings.checkpoint, secret=secret
-        )
+        return read_kafka_stream(spark, settings.kafka, secret=secret)
     from jobs.sources import read_kinesis_stream
 
     return read_kinesis_stream(

@@ -1,5 +1,6 @@
 """Stream sources for the Spark jobs: Kinesis Data Streams (Spark 4.0's Python Data Source API), Kafka / Event
-Hubs and Delta tables (Spark's own Kafka and Delta sources where their jars load, Python ones elsewhere).
+Hubs (Spark's own Kafka source) and Delta tables (Spark's own Delta source where its jars load, a Python one
+elsewhere).
 
 The Kinesis and Python Delta source names load on first use: those sources need Spark 4.0, and importing this
 package must work on Synapse's Spark 3.5. ``read_delta_stream`` / ``read_delta`` (``jobs.sources._delta_spark``)
@@ -28,7 +29,6 @@ from jobs.sources.errors import (
     DeltaLogError,
     DeltaSourceError,
     DeltaTableNotFoundError,
-    KafkaReadError,
     KinesisReadError,
     MissingDataFileError,
     SourceError,
@@ -74,7 +74,6 @@ __all__ = [
     "DeltaSourceSettings",
     "DeltaStreamOptions",
     "DeltaTableNotFoundError",
-    "KafkaReadError",
     "KafkaSettings",
     "KinesisDataSource",
     "KinesisReadError",

@@ -1,4 +1,4 @@
-"""What every Python source (Delta, Kinesis, Kafka) does once in each of Spark's Python worker processes before it reads.
+"""What every Python source (Delta, Kinesis) does once in each of Spark's Python worker processes before it reads.
 
 Spark starts every Python task with ``importlib.invalidate_caches()`` (``pyspark.worker_util.setup_spark_files``).
 On Python 3.11 that makes every ``zipimport.zipimporter`` read its archive's whole directory again, eagerly,

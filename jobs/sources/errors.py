@@ -35,10 +35,6 @@ class KinesisReadError(SourceError):
     """A Kinesis call kept failing after every retry (exit 1)."""
 
 
-class KafkaReadError(SourceError):
-    """The Kafka broker returned an error that retrying does not cure (exit 1)."""
-
-
 class DeltaSourceError(SourceError):
     """Base of the Delta source's errors; every message names the table (and version or file)."""
 

@@ -1,10 +1,10 @@
 """Event Hubs (its Kafka endpoint) or any Kafka broker as the ingest job's stream, on Spark 3.5 and 4.0.
 
-On Synapse (Spark 3.5) the runtime ships Spark's own Kafka source (``format("kafka")``): it reads the hub over
-SASL_SSL on port 9093, user ``$ConnectionString``, the connection string as password. Where that jar is absent
-(this machine: no Maven) and Spark has Python data sources (4.0), a small source on ``confluent-kafka``
-(:mod:`jobs.sources._kafka_reader`) produces the same columns. Either way the rows are mapped to the bronze
-columns by :func:`kafka_to_records`, so both paths land identical rows.
+The stream is Spark's own Kafka source (``format("kafka")``) everywhere: on Synapse (Spark 3.5, which ships its
+jar) it reads the hub over SASL_SSL on port 9093, user ``$ConnectionString``, the connection string as password;
+here it reads the local broker (Tansu, plaintext on loopback) with the pinned jar of either Spark line. Spark's
+driver plans each micro-batch's offset ranges and records them in the checkpoint; the executors fetch the
+records. :func:`kafka_to_records` maps its rows to the stream columns every ingest source gives.
 
 Nothing here needs Spark 4.0: this module is part of the Azure path and is tested under pyspark 3.5.
 """
@@ -25,20 +25,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Reader = Literal["auto", "spark", "python"]
 StartingOffsets = Literal["earliest", "latest"]
-READERS: tuple[str, ...] = get_args(Reader)
 STARTING_OFFSETS: tuple[str, ...] = get_args(StartingOffsets)
-# The columns (and order) of Spark's built-in Kafka source; the Python source produces exactly these.
-KAFKA_COLUMNS: tuple[str, ...] = (
-    "key",
-    "value",
-    "topic",
-    "partition",
-    "offset",
-    "timestamp",
-    "timestampType",
-)
 SHARD_PREFIX = "partition-"
 SPARK_KAFKA_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
@@ -81,7 +69,6 @@ class KafkaSettings:
     starting_offsets: StartingOffsets = "earliest"
     max_offsets_per_trigger: int = 100_000
     fail_on_data_loss: bool = True
-    reader: Reader = "auto"
     servers: tuple[tuple[str, int], ...] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -98,10 +85,6 @@ class KafkaSettings:
         if self.starting_offsets not in STARTING_OFFSETS:
             raise SourceSettingsError(
                 f"--starting-offsets: expected one of {', '.join(STARTING_OFFSETS)}, found {self.starting_offsets!r}."
-            )
-        if self.reader not in READERS:
-            raise SourceSettingsError(
-                f"--kafka-reader: expected one of {', '.join(READERS)}, found {self.reader!r}."
             )
         if self.max_offsets_per_trigger < 1:
             raise SourceSettingsError(
@@ -242,31 +225,6 @@ def spark_kafka_options(settings: KafkaSettings, secret: ConnectionString | None
     }
 
 
-def choose_reader(
-    requested: Reader, *, spark_kafka: bool, python_sources: bool
-) -> Literal["spark", "python"]:
-    """Which Kafka reader runs: Spark's own where its jar is loaded, else the Python source on Spark 4.0.
-
-    Raises:
-        SourceSettingsError: the requested reader cannot run in this Spark.
-    """
-    if requested in ("auto", "spark") and spark_kafka:
-        return "spark"
-    if requested == "spark":
-        raise SourceSettingsError(
-            f"--kafka-reader spark: Spark's Kafka source ({SPARK_KAFKA_PROVIDER}) is not on the classpath. "
-            "Synapse ships it; elsewhere add the spark-sql-kafka-0-10 package, or use --kafka-reader python "
-            "(Spark 4.0)."
-        )
-    if python_sources:
-        return "python"
-    raise SourceSettingsError(
-        "no Kafka reader can run here: Spark's Kafka source is not on the classpath and this Spark has no Python "
-        "data sources (they came in 4.0). Run on Synapse (which ships the Kafka source), add the "
-        "spark-sql-kafka-0-10 package, or use Spark 4.0."
-    )
-
-
 def kafka_to_records(kafka: DataFrame) -> DataFrame:
     """Map Kafka source rows to the stream columns every ingest source gives (C8).
 
@@ -299,41 +257,32 @@ def spark_has_kafka_source(spark: SparkSession) -> bool:
 
 
 def read_kafka_stream(
-    spark: SparkSession,
-    settings: KafkaSettings,
-    *,
-    checkpoint_location: str,
-    secret: ConnectionString | None,
+    spark: SparkSession, settings: KafkaSettings, *, secret: ConnectionString | None
 ) -> DataFrame:
-    """A streaming DataFrame of the topic's records in the stream columns (see :func:`kafka_to_records`).
+    """Spark's Kafka source over the topic, in the stream columns (see :func:`kafka_to_records`).
+
+    Args:
+        spark: the session; its JVM must have Spark's Kafka source (Synapse ships it; locally the pinned jars).
+        settings: the source settings.
+        secret: the Event Hubs connection string (SASL_SSL), or None for a plaintext loopback broker.
 
     Raises:
-        SourceSettingsError: no Kafka reader can run in this Spark (see :func:`choose_reader`).
+        SourceSettingsError: Spark's Kafka source is not on the session's classpath.
     """
-    # The local broker (Tansu, plaintext on loopback) undercounts ListOffsets' "latest" after multi-record
-    # produce batches; Spark's own Kafka source plans each batch up to that answer and an available-now run
-    # stops short (measured: 3 of 300 records). `auto` keeps the kit's source there, which reads to the end.
-    local_broker = secret is None and all(
-        host in ("127.0.0.1", "localhost", "::1") for host, _ in settings.servers
-    )
-    reader = choose_reader(
-        settings.reader,
-        spark_kafka=spark_has_kafka_source(spark) and not (settings.reader == "auto" and local_broker),
-        python_sources=hasattr(spark, "dataSource"),
-    )
+    if not spark_has_kafka_source(spark):
+        raise SourceSettingsError(
+            f"Spark's Kafka source ({SPARK_KAFKA_PROVIDER}) is not on this session's classpath. Synapse ships it; "
+            "locally `make jars` (Spark 4.0) or `make jars-spark35` fetches the pinned spark-sql-kafka-0-10 jar; "
+            "elsewhere add that package at Spark's exact version."
+        )
     log.info(
-        "kafka source: topic %s at %s (%s), reader %s",
+        "kafka source: topic %s at %s (%s), at most %d records per micro-batch",
         settings.topic,
         settings.bootstrap,
         "SASL_SSL" if secret is not None else "plaintext",
-        reader,
+        settings.max_offsets_per_trigger,
     )
-    if reader == "spark":
-        frame = spark.readStream.format("kafka").options(**spark_kafka_options(settings, secret)).load()
-    else:
-        from jobs.sources._kafka_reader import read_with_python_source
-
-        frame = read_with_python_source(spark, settings, checkpoint_location=checkpoint_location)
+    frame = spark.readStream.format("kafka").options(**spark_kafka_options(settings, secret)).load()
     return kafka_to_records(frame)
 
 
@@ -380,12 +329,6 @@ def add_kafka_arguments(parser: argparse.ArgumentParser) -> None:
         default=100_000,
         help="cap on records per micro-batch, over all partitions (default: %(default)s)",
     )
-    group.add_argument(
-        "--kafka-reader",
-        default="auto",
-        choices=READERS,
-        help="Spark's Kafka source, the Python one (Spark 4.0), or auto: Spark's where its jar is loaded",
-    )
 
 
 def kafka_settings_from_args(args: argparse.Namespace, *, fail_on_data_loss: bool) -> KafkaSettings:
@@ -411,16 +354,13 @@ def kafka_settings_from_args(args: argparse.Namespace, *, fail_on_data_loss: boo
         starting_offsets=args.starting_offsets,
         max_offsets_per_trigger=args.max_offsets_per_trigger,
         fail_on_data_loss=fail_on_data_loss,
-        reader=args.kafka_reader,
     )
 
 
 __all__ = [
-    "KAFKA_COLUMNS",
     "ConnectionString",
     "KafkaSettings",
     "add_kafka_arguments",
-    "choose_reader",
     "kafka_settings_from_args",
     "kafka_to_records",
     "read_kafka_stream",

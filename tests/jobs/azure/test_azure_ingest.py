@@ -1,27 +1,27 @@
 """The ingest job's Azure path, as it runs on Synapse (Spark 3.5): Kafka rows -> bronze, exactly once.
 
 These tests run twice in `make test`: in the main environment (pyspark 4.0) and in .venv-spark35 (pyspark 3.5,
-Synapse's Spark), so a 4.0-only API in this path fails CI. Spark's own Kafka source cannot be loaded here (no
-Maven), so the micro-batches come from Parquet files laid out exactly as that source's rows (its schema); from
-there on, everything is the code Synapse runs: the column mapping, the ingest job's foreachBatch writer, the
-Arrow of the batch and the delta-rs commit.
+Synapse's Spark), so a 4.0-only API in this path fails CI. The end-to-end test reads the local broker (Tansu)
+with Spark's own Kafka source, the one Synapse runs; the others feed Parquet files laid out exactly as that
+source's rows (its schema) to the same column mapping and foreachBatch writer, to pin replays and commits.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pyspark
-import pytest
 from deltalake import DeltaTable
 
 from jobs import ingest
 from jobs.lake import to_arrow
-from jobs.sources.kafka import KafkaSettings, choose_reader, kafka_to_records
+from jobs.sources.kafka import KafkaSettings, kafka_to_records
+from lakestack.emulator.kafka import create_topics
 
 KAFKA_SCHEMA = "key BINARY, value BINARY, topic STRING, partition INT, offset LONG, timestamp TIMESTAMP, timestampType INT"
 T0 = dt.datetime(2026, 11, 21, 12, 0, 0, tzinfo=dt.UTC)
@@ -138,13 +138,58 @@ def test_to_arrow_gives_the_batch_and_an_empty_batch_its_schema(spark):
     )
 
 
-def test_the_reader_choice_on_this_spark(spark):
-    python_sources = hasattr(spark, "dataSource")
-    assert python_sources is (pyspark.__version__ >= "4")
-    # No Kafka jar here: Spark 4.0 falls back to the Python source; Spark 3.5 cannot, and says what to do.
-    if python_sources:
-        assert choose_reader("auto", spark_kafka=False, python_sources=python_sources) == "python"
-    else:
-        with pytest.raises(ValueError, match="no Kafka reader can run here"):
-            choose_reader("auto", spark_kafka=False, python_sources=python_sources)
-    assert choose_reader("auto", spark_kafka=True, python_sources=python_sources) == "spark"
+def _produce(spark, bootstrap: str, topic: str, ids: range) -> None:
+    """Write events ``e<n>`` keyed ``key-<n % 11>`` with Spark's Kafka sink, one record per batch (batch.size 0):
+    the producer setting the local broker needs (see lakestack.emulator.kafka)."""
+    rows = [(f"key-{n % 11}", json.dumps({"event_id": f"e{n:05d}"})) for n in ids]
+    (
+        spark.createDataFrame(rows, "key STRING, value STRING")
+        .write.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", topic)
+        .option("kafka.batch.size", "0")
+        .save()
+    )
+
+
+def test_spark_kafka_source_reads_the_local_broker_into_bronze_once_across_restarts(
+    spark, kafka_broker, unique_name, tmp_path
+):
+    create_topics(kafka_broker, {unique_name: 3})
+    _produce(spark, kafka_broker, unique_name, range(300))
+    settings = ingest.IngestSettings(
+        source="kafka",
+        kafka=KafkaSettings(bootstrap=kafka_broker, topic=unique_name, max_offsets_per_trigger=120),
+        table=str(tmp_path / "bronze"),
+        checkpoint=str(tmp_path / "checkpoint"),
+        trigger="available-now",
+    )
+
+    def bronze() -> dict[str, list]:
+        columns = ["data", "shard_id", "sequence_number", "partition_key", "batch_id"]
+        return DeltaTable(settings.table).to_pyarrow_dataset().to_table(columns=columns).to_pydict()
+
+    def event_ids() -> list[str]:
+        return sorted(json.loads(value)["event_id"] for value in bronze()["data"])
+
+    assert ingest.run(settings, spark=spark) == 0
+    assert event_ids() == [f"e{n:05d}" for n in range(300)]
+    first = bronze()
+    # maxOffsetsPerTrigger holds: 300 records came in batches of at most 120, each one Delta commit.
+    per_batch = [first["batch_id"].count(b) for b in sorted(set(first["batch_id"]))]
+    assert max(per_batch) <= 120 and len(per_batch) >= 3
+    assert DeltaTable(settings.table).version() == len(per_batch)  # create + one commit per batch
+    # Each partition's offsets 0..n-1, each once; the key is the partition key.
+    positions = sorted(zip(first["shard_id"], map(int, first["sequence_number"]), strict=True))
+    counts = {shard: sum(1 for s, _ in positions if s == shard) for shard in {s for s, _ in positions}}
+    assert positions == sorted((shard, offset) for shard, n in counts.items() for offset in range(n))
+    assert set(counts) <= {"partition-0", "partition-1", "partition-2"}
+    assert set(first["partition_key"]) == {f"key-{n}" for n in range(11)}
+
+    version = DeltaTable(settings.table).version()
+    assert ingest.run(settings, spark=spark) == 0  # nothing new: nothing added
+    assert DeltaTable(settings.table).version() == version
+
+    _produce(spark, kafka_broker, unique_name, range(300, 380))
+    assert ingest.run(settings, spark=spark) == 0
+    assert event_ids() == [f"e{n:05d}" for n in range(380)]

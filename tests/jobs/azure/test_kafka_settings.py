@@ -21,6 +21,7 @@ from jobs.lake.errors import StorageConfigError
 from jobs.sources.kafka import (
     ConnectionString,
     KafkaSettings,
+    read_kafka_stream,
     resolve_connection_string,
     spark_kafka_options,
     vault_name,
@@ -241,3 +242,15 @@ def test_storage_options_for_an_adls_uri_names_the_account(monkeypatch):
     assert storage_options_for("abfss://lake@lakestackdev.dfs.core.windows.net/bronze/events") == {
         "AZURE_STORAGE_ACCOUNT_NAME": "lakestackdev"
     }
+
+
+def test_without_spark_s_kafka_jar_the_source_says_which_jar_to_fetch():
+    class NoJvm:  # a session whose JVM cannot load the Kafka source
+        _jvm = None
+
+    settings = KafkaSettings(bootstrap="127.0.0.1:9092", topic="events")
+    with pytest.raises(
+        SettingsError,
+        match=r"Kafka source \(org\.apache\.spark\.sql\.kafka010\.KafkaSourceProvider\) is not on this session's classpath\. Synapse ships it; locally `make jars`",
+    ):
+        read_kafka_stream(NoJvm(), settings, secret=None)  # type: ignore[arg-type]

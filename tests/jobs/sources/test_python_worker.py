@@ -119,7 +119,6 @@ def test_real_zipimporter_skips_unchanged_archives_and_still_sees_new_modules(tm
     [
         ("jobs.sources.delta", "_Files"),
         ("jobs.sources.kinesis", "KinesisStreamReader"),
-        ("jobs.sources._kafka_reader", "KafkaStreamReader"),
     ],
 )
 def test_installed_by_the_first_read_in_a_worker(module, reader):
