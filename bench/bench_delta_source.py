@@ -11,7 +11,9 @@ Spark rows (the source's come out of Arrow through an unsafe projection of all c
 the vectorized Parquet reader through whole-stage code generation, again all columns). Tasks: the source
 plans one per task slot (2 here), the baseline lets Spark split the files (4 here); both run on the same slots.
 How each is timed (wall clock, ``time.perf_counter``):
-- ratio "whole query" (the headline, the target's ratio): the source's whole query, from
+- Spark's Delta reader (the headline, the target's ratio): its whole query, from ``read_delta_stream`` to
+  ``stop()``, run right after the Python source in each repetition (its CPU is not split out).
+- ratio "whole query" of the Python source (for the record): its whole query, from
   ``read_delta_stream`` (the driver reads the table's metadata) through ``start()`` (Spark starts the source's
   planner, a fresh Python process), the triggers (plan from the log, read every file on the executors, write
   the checkpoint) and ``processAllAvailable()`` to ``stop()``, against the baseline's batch job.

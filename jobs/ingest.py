@@ -220,8 +220,8 @@ def source_ref(settings: IngestSettings) -> SourceRef:
 def preflight(settings: IngestSettings) -> None:
     """The cheap checks before Spark starts, then the checkpoint's claim.
 
-    The Kinesis stream exists and these credentials may read it (a Kafka topic is left to the source: the
-    jobs carry no Kafka client of their own); the table is a readable Delta table or an empty place this job
+    The Kinesis stream exists and these credentials may read it (a Kafka topic is not: the jobs carry
+    no Kafka client of their own, and Spark's Kafka source reads a missing topic as empty); the table is a readable Delta table or an empty place this job
     may write; the checkpoint is new or already this job's, from this stream into this table. The claim comes
     last so that a run refused for a wrong name records nothing.
 

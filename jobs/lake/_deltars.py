@@ -581,6 +581,11 @@ def _version_at(table_uri: str, commits: Sequence[CommitRecord], timestamp: date
     after the commit's own time: a read as of a commit's reported time then missed that commit.
     """
     earlier = [commit.version for commit in commits if commit.timestamp <= timestamp]
+    if not commits:
+        raise LakeError(
+            f"read of {table_uri} as of {timestamp.isoformat()}: expected commits in the table's log, found none "
+            "(only a checkpoint); read by version."
+        )
     if not earlier:
         first = min(commits, key=lambda commit: commit.version)
         raise LakeError(

@@ -5,8 +5,8 @@ binary (no JVM, no Docker); its own CLI creates the topics, so no Kafka client l
 
 One quirk shapes how it is fed. Tansu 0.6.0's memory storage (the only engine this build has) answers
 ListOffsets "latest" with the base offset of a partition's newest record batch + 1, not with the end of that
-batch (``list_offsets`` in tansu-storage's ``dynostore.rs``; unchanged upstream since). Fetches, their high
-watermark and fetches from inside a batch are right. Spark's Kafka source plans every micro-batch up to
+batch (``list_offsets`` in tansu-storage's ``dynostore.rs``; unchanged upstream since). Fetches and their high
+watermark are right, but a fetch from an offset inside a batch skips the rest of that batch. Spark's Kafka source plans every micro-batch up to
 ListOffsets "latest", so after multi-record batches it would stop short of the records in the last one (and
 read them only when a later batch arrives). With one record per batch the answer is exact, so every local
 producer sends one record per batch (the load generator's plaintext settings, the tests' producers).
@@ -77,8 +77,6 @@ class KafkaBroker:
             raise EmulatorError(f"port {chosen} on 127.0.0.1 is already in use; pick another.")
         url = f"tcp://127.0.0.1:{chosen}"
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        # Its own environment: no OpenTelemetry export (nothing leaves this machine), no inherited overrides.
-        env = {key: value for key, value in os.environ.items() if not key.startswith(("OTEL_", "CLUSTER_ID"))}
         with log_path.open("ab") as log_file:
             process = subprocess.Popen(
                 [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
@@ -87,7 +85,7 @@ class KafkaBroker:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
-                env=env,
+                env=_tansu_environment(),
             )  # fmt: skip
         broker = cls(process, chosen, log_path)
         try:
@@ -125,6 +123,11 @@ class KafkaBroker:
         stop_process_group(self.process)
 
 
+def _tansu_environment() -> dict[str, str]:
+    """Tansu's own environment: no OpenTelemetry export (nothing leaves this machine), no inherited overrides."""
+    return {key: value for key, value in os.environ.items() if not key.startswith(("OTEL_", "CLUSTER_ID"))}
+
+
 def create_topics(bootstrap: str, topics: Mapping[str, int]) -> None:
     """Create on the broker at ``bootstrap`` the topics that do not exist yet (name: partitions).
 
@@ -149,6 +152,7 @@ def create_topics(bootstrap: str, topics: Mapping[str, int]) -> None:
                 text=True,
                 timeout=_ADMIN_TIMEOUT_S,
                 check=False,
+                env=_tansu_environment(),
             )  # fmt: skip
         except subprocess.TimeoutExpired:
             raise EmulatorError(
