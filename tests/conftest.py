@@ -16,8 +16,10 @@ os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "lakestack-local")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.pop("AWS_PROFILE", None)
 # The suite's Spark runs are short: its JVMs (and the demo's and the jobs' it starts) skip the optimising JIT
-# compiler, which saves about a third of their CPU (jobs/session.py, JAVA_OPTIONS_VARIABLE).
-os.environ.setdefault("LAKESTACK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
+# compiler, which saves about a third of their CPU (jobs/session.py, JAVA_OPTIONS_VARIABLE). A JVM so limited
+# also gets the smaller code cache of a client VM (48 MB, not 240 MB), which a demo of three pipelines in one
+# driver filled ("Out of space in CodeCache for method handle intrinsic", the task failed): keep the usual size.
+os.environ.setdefault("LAKESTACK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m")
 
 
 # Tests that start Spark or the emulator process take seconds each: `make test-fast` leaves them out.
