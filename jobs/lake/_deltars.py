@@ -580,14 +580,14 @@ def _version_at(table_uri: str, commits: Sequence[CommitRecord], timestamp: date
     delta-rs itself resolves a timestamp on the log files' modification times, which come some milliseconds
     after the commit's own time: a read as of a commit's reported time then missed that commit.
     """
-    earlier = [commit.version for commit in commits if commit.timestamp <= timestamp]
     if not commits:
         raise LakeError(
             f"read of {table_uri} as of {timestamp.isoformat()}: expected commits in the table's log, found none "
             "(only a checkpoint); read by version."
         )
+    earlier = [commit.version for commit in commits if commit.timestamp <= timestamp]
     if not earlier:
-        first = min(commits, key=lambda commit: commit.version)
+        first = commits[0]  # commits() lists them oldest first
         raise LakeError(
             f"read of {table_uri} as of {timestamp.isoformat()}: expected a commit at or before that time, "
             f"found the earliest kept at {first.timestamp.isoformat()} (version {first.version}); "
