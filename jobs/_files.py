@@ -29,3 +29,39 @@ def filesystem_for(uri: str, storage_options: Mapping[str, str] | None = None) -
 def join(root: str, relative: str) -> str:
     """``relative`` under a root returned by :func:`filesystem_for`."""
     return f"{root}/{relative}" if root else relative
+
+
+def delta_tables_under(uri: str, storage_options: Mapping[str, str] | None = None) -> list[str]:
+    """The names of the Delta tables directly under ``uri`` (folders holding a ``_delta_log``), sorted; empty
+    when ``uri`` holds nothing yet."""
+    fs, root = filesystem_for(uri, storage_options)
+    children = fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
+    names = []
+    for child in children:
+        if child.type != pafs.FileType.Directory:
+            continue
+        log = pafs.FileSelector(join(root, f"{child.base_name}/_delta_log"), allow_not_found=True)
+        if fs.get_file_info(log):
+            names.append(child.base_name)
+    return sorted(names)
+
+
+def write_file(fs: pafs.FileSystem, path: str, body: bytes) -> None:
+    """Write ``body`` as the whole file ``path`` of a file system from :func:`filesystem_for`.
+
+    delta-rs' object store handler, wrapped by pyarrow, refuses every write (pyarrow hands its stream a
+    ``Buffer``; the stream takes ``bytes`` only: "'Buffer' object is not an instance of 'bytes'"), so on an
+    object store the bytes go to delta-rs' own stream; a local folder is created as needed.
+    """
+    if isinstance(fs, pafs.LocalFileSystem):
+        fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+    handler = getattr(getattr(fs, "handler", None), "_handler", None)
+    if isinstance(fs, pafs.PyFileSystem) and handler is not None:
+        out = handler.open_output_stream(path, None)
+        try:
+            out.write(body)
+        finally:
+            out.close()
+        return
+    with fs.open_output_stream(path) as stream:
+        stream.write(body)

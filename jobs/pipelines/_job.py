@@ -28,7 +28,7 @@ from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
 
-from jobs._files import filesystem_for, join
+from jobs._files import filesystem_for, join, write_file
 from jobs._options import parse_trigger
 from jobs._run import DRAIN_POLL, stop_and_raise, stop_on_signals, wait_for_query
 from jobs.errors import AccessError, JobError, SettingsError, one_line
@@ -351,10 +351,7 @@ class BatchMetrics:
         counts = _counts(metrics)
         before = self._totals_before(batch_id)
         totals = {k: before.get(k, 0) + counts.get(k, 0) for k in sorted({*before, *counts})}
-        if isinstance(self._fs, pafs.LocalFileSystem):
-            self._fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
-        with self._fs.open_output_stream(path) as out:
-            out.write(json.dumps({**metrics, "totals": totals}, sort_keys=True).encode())
+        write_file(self._fs, path, json.dumps({**metrics, "totals": totals}, sort_keys=True).encode())
         self._last = (batch_id, totals)
         if batch_id not in self._kept:
             bisect.insort(self._kept, batch_id)

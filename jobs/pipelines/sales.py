@@ -29,6 +29,7 @@ driver, as before.
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import time
@@ -42,7 +43,7 @@ from urllib.parse import urlparse
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs._files import filesystem_for, join
+from jobs._files import filesystem_for, join, write_file
 from jobs.errors import SettingsError
 from jobs.pipelines._envelope import (
     INVALID,
@@ -279,8 +280,6 @@ def _write_json_partition(sink: str, storage_options: dict[str, str]) -> Callabl
     """The executor side of the JSON sink: each file of the partition written whole (a replay overwrites it)."""
 
     def write(rows: Iterator[Any]) -> None:
-        import pyarrow.fs as pafs
-
         from jobs.lake import with_retries
 
         files: dict[str, list[str]] = {}
@@ -290,10 +289,8 @@ def _write_json_partition(sink: str, storage_options: dict[str, str]) -> Callabl
             return
         fs, root = filesystem_for(sink, storage_options)
         for name, lines in files.items():
-            path = join(root, name)
-            if isinstance(fs, pafs.LocalFileSystem):
-                fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
-            with_retries(_put(fs, path, ("\n".join(lines) + "\n").encode()), what=f"JSON file {name}")
+            body = ("\n".join(lines) + "\n").encode()
+            with_retries(functools.partial(write_file, fs, join(root, name), body), what=f"JSON file {name}")
 
     return write
 
@@ -500,14 +497,6 @@ class SalesBatchWriter:
         # One task per file name, so each file is written whole by one executor.
         lines = json_lines(silver, batch_id).repartition(F.col("name"))
         lines.foreachPartition(_write_json_partition(sink, dict(self.settings.job.storage_options(sink))))
-
-
-def _put(fs: Any, path: str, body: bytes) -> Callable[[], None]:
-    def put() -> None:
-        with fs.open_output_stream(path) as out:
-            out.write(body)
-
-    return put
 
 
 def read_totals(settings: SalesSettings) -> dict[str, int]:
