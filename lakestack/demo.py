@@ -330,7 +330,7 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
             spark=self._spark,
             run_dir=self.run_dir,
             target=target,
-            lake=str((self.run_dir / "lake").resolve()),
+            lake=target.lake_uri(self.run_dir),
             trigger=_TRIGGER,
             max_records_per_shard=self.settings.max_records_per_shard,
         )

@@ -32,6 +32,8 @@ CLOUDS: tuple[str, ...] = get_args(Cloud)
 AZURE_HUB = "lakestack-local-events"
 AZURE_PARTITIONS = 4
 AZURE_LAKE_CONTAINER = "lake"
+# The pipelines' tables of a local run, under the lake bucket (AWS) or the run's folder (Azure).
+DEMO_LAKE_FOLDER = "lake"
 AZURE_CONTAINERS = ("lake", "checkpoints")
 EMULATOR_URL_VARIABLE = "AZURITE_BLOB_STORAGE_URL"
 
@@ -77,6 +79,10 @@ class LocalTarget(Protocol):
 
     def storage_options(self) -> dict[str, str]:
         """delta-rs options of the bronze table (inside the run's environment)."""
+        ...
+
+    def lake_uri(self, run_dir: Path) -> str:
+        """Where the run's pipelines keep their tables (``--lake``) and the sales job its JSON sink."""
         ...
 
     def close(self, *, keep: bool) -> str | None:
@@ -162,6 +168,11 @@ class AwsLocalTarget:
         state = self.emulator.state
         return storage_options_for(state.table_uri, endpoint_url=state.endpoint_url, region=state.region)
 
+    def lake_uri(self, run_dir: Path) -> str:
+        # Beside bronze in the emulator's lake bucket, as a stack's pipelines keep theirs in its S3 bucket:
+        # Spark reads and writes them through s3a, delta-rs through its object store.
+        return f"s3://{self.emulator.state.lake_bucket}/{DEMO_LAKE_FOLDER}"
+
     def close(self, *, keep: bool) -> str | None:
         state = self.emulator.state
         if keep:
@@ -230,6 +241,11 @@ class AzureLocalTarget:
         from jobs.lake import storage_options_for
 
         return storage_options_for(self.table_uri)
+
+    def lake_uri(self, run_dir: Path) -> str:
+        # The run's folder, not Azurite: no Hadoop file system of the Spark lines here reaches Azurite
+        # (docs/concepts/scale.md), and the pipeline tables are written by delta-spark from the executors.
+        return str((run_dir / DEMO_LAKE_FOLDER).resolve())
 
     def close(self, *, keep: bool) -> str | None:
         if keep:

@@ -109,11 +109,12 @@ class SoakBench(LocalBench):
         """bronze, and every Delta table the pipelines have created under the run's lake so far."""
         context = self._run.context
         found = {"bronze": (context.bronze, context.storage_options(context.bronze))}
-        lake = Path(context.lake)
-        if lake.is_dir():
-            for folder in sorted(lake.iterdir()):
-                if (folder / "_delta_log").is_dir() and folder.name not in _NOT_MAINTAINED:
-                    found[folder.name] = (str(folder), context.storage_options(str(folder)))
+        from jobs._files import delta_tables_under
+
+        for name in delta_tables_under(context.lake, context.storage_options(context.lake)):
+            if name not in _NOT_MAINTAINED:
+                uri = f"{context.lake.rstrip('/')}/{name}"
+                found[name] = (uri, context.storage_options(uri))
         return found
 
     def _make_sampler(self) -> SoakSampler:

@@ -13,7 +13,6 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from datetime import timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from lakestack.demo_pipelines._base import (
@@ -60,14 +59,18 @@ class SalesPipeline(JobPipeline):
         settings = self.settings(run)
         load = loads["sales"]
         malformed = load.malformed()
-        silver = DeltaTable(settings.silver).to_pyarrow_table(columns=["event_id", "event_time"])
+        silver = DeltaTable(
+            settings.silver, storage_options=run.storage_options(settings.silver)
+        ).to_pyarrow_table(columns=["event_id", "event_time"])
         silver_ids = Counter(silver["event_id"].to_pylist())
         acked_valid = [e.event_id for e in load.entries if e.event_id not in malformed]
         expected_ids = Counter(set(acked_valid))
         missing, unexpected = mismatch(expected_ids, {i: 1 for i in silver_ids})
         duplicates = sum(n - 1 for n in silver_ids.values())
 
-        quarantine = DeltaTable(settings.quarantine).to_pyarrow_table(columns=["shard_id", "sequence_number"])
+        quarantine = DeltaTable(
+            settings.quarantine, storage_options=run.storage_options(settings.quarantine)
+        ).to_pyarrow_table(columns=["shard_id", "sequence_number"])
         quarantined = quarantined_positions(quarantine)
         expected_quarantine = loads.expected_quarantine("sales")
         # Totals over every batch: the per-batch files of all but the newest are pruned on long runs.
@@ -88,7 +91,9 @@ class SalesPipeline(JobPipeline):
             "late": total["late"],
             "bronze_rows": bronze_rows,
             "invariant_holds": invariant_holds(bronze_rows, total),
-            "gold_matches_truth": _gold_matches(settings, load, acked_valid),
+            "gold_matches_truth": _gold_matches(
+                settings, load, acked_valid, run.storage_options(settings.gold)
+            ),
             **_latency(settings, run.storage_options(settings.silver)),
             "json_vs_delta": compare_json_and_delta(run, settings),
         }
@@ -106,7 +111,9 @@ class SalesPipeline(JobPipeline):
         return {"ok": figures.pop("ok"), **figures}
 
 
-def _gold_matches(settings: SalesSettings, load: ScenarioLoad, acked_valid: list[str]) -> bool:
+def _gold_matches(
+    settings: SalesSettings, load: ScenarioLoad, acked_valid: list[str], storage_options: dict[str, str]
+) -> bool:
     """Gold (on-time plus late) equals the generators' per product and minute truth.
 
     The truth counts what was generated; it is comparable when every generated valid event was acknowledged.
@@ -125,7 +132,7 @@ def _gold_matches(settings: SalesSettings, load: ScenarioLoad, acked_valid: list
         return False
     found: Counter[str] = Counter()
     found_cents: Counter[str] = Counter()
-    for row in DeltaTable(settings.gold).to_pyarrow_table().to_pylist():
+    for row in DeltaTable(settings.gold, storage_options=storage_options).to_pyarrow_table().to_pylist():
         key = f"{row['product_name']}|{row['minute']:%Y-%m-%dT%H:%M}:00Z"
         found[key] += row["sales"] + row["late_sales"]
         found_cents[key] += int((row["revenue"] + row["late_revenue"]) * 100)
@@ -160,9 +167,19 @@ def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
-def _stored(root: Path) -> tuple[int, int]:
-    files = [p for p in root.rglob("*") if p.is_file() and not p.name.endswith(".crc")]
-    return sum(p.stat().st_size for p in files), len(files)
+def _stored(uri: str, options: dict[str, str]) -> tuple[int, int] | None:
+    """Bytes and files stored under ``uri`` (a local folder or an object-store prefix), Spark's ``.crc`` side
+    files left out; None when nothing is there."""
+    from pyarrow import fs as pafs
+
+    from jobs._files import filesystem_for
+
+    fs, root = filesystem_for(uri, options)
+    infos = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+    files = [i for i in infos if i.type == pafs.FileType.File and not i.base_name.endswith(".crc")]
+    if not files:
+        return None
+    return sum(i.size or 0 for i in files), len(files)
 
 
 def _timed(run: Callable[[], Any]) -> tuple[float, Any]:
@@ -196,12 +213,16 @@ def compare_json_and_delta(run: RunContext, settings: SalesSettings) -> dict[str
     if settings.json_sink is None:
         return {}
     spark = run.spark
-    delta_root, json_root = Path(settings.silver), Path(settings.json_sink)
-    if not json_root.exists():
-        return {"answers_match": True, "note": "no silver rows, nothing to compare"}
+    json_sink = settings.json_sink
     options = run.storage_options(settings.silver)
+    stored = {
+        "json": _stored(json_sink, run.storage_options(json_sink)),
+        "delta": _stored(settings.silver, options),
+    }
+    if stored["json"] is None:
+        return {"answers_match": True, "note": "no silver rows, nothing to compare"}
     frames: dict[str, Callable[[], DataFrame]] = {
-        "json": lambda: spark.read.schema(_JSON_DDL).json(str(json_root)),
+        "json": lambda: spark.read.schema(_JSON_DDL).json(json_sink),
         "delta": lambda: spark.read.parquet(
             *DeltaTable(settings.silver, storage_options=options).file_uris()
         ),
@@ -228,8 +249,8 @@ def compare_json_and_delta(run: RunContext, settings: SalesSettings) -> dict[str
     result: dict[str, Any] = {}
     answers: dict[str, dict[str, Any]] = {}
     for reader, frame in frames.items():
-        stored, files = _stored(json_root if reader == "json" else delta_root)
-        result[reader] = {"bytes": stored, "files": files}
+        size, files = stored["json" if reader == "json" else "delta"] or (0, 0)
+        result[reader] = {"bytes": size, "files": files}
         answers[reader] = {}
         for name, query in queries.items():
             seconds, answer = _timed(_bound(query, frame))
