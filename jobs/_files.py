@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import secrets
 from collections.abc import Mapping
 from urllib.parse import unquote, urlparse
 
@@ -47,21 +49,33 @@ def delta_tables_under(uri: str, storage_options: Mapping[str, str] | None = Non
 
 
 def write_file(fs: pafs.FileSystem, path: str, body: bytes) -> None:
-    """Write ``body`` as the whole file ``path`` of a file system from :func:`filesystem_for`.
+    """Write ``body`` as the whole file ``path`` of a file system from :func:`filesystem_for`: a write that
+    fails leaves the file as it was (absent, or its earlier content), never a part of ``body``.
 
     delta-rs' object store handler, wrapped by pyarrow, refuses every write (pyarrow hands its stream a
     ``Buffer``; the stream takes ``bytes`` only: "'Buffer' object is not an instance of 'bytes'"), so on an
-    object store the bytes go to delta-rs' own stream; a local folder is created as needed.
+    object store the bytes go to delta-rs' own stream. A local file is written beside its name, then renamed.
     """
-    if isinstance(fs, pafs.LocalFileSystem):
-        fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
     handler = getattr(getattr(fs, "handler", None), "_handler", None)
     if isinstance(fs, pafs.PyFileSystem) and handler is not None:
         out = handler.open_output_stream(path, None)
-        try:
-            out.write(body)
-        finally:
-            out.close()
+        # Only a closed stream is stored: one whose write failed is dropped unclosed (closing it would store
+        # what was written so far).
+        out.write(body)
+        out.close()
         return
-    with fs.open_output_stream(path) as stream:
-        stream.write(body)
+    if isinstance(fs, pafs.LocalFileSystem):
+        fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+    # A dot name: Spark's and Hadoop's readers skip it, so a reader of the folder never sees a staged file.
+    folder, _, name = path.rpartition("/")
+    staged = (
+        f"{folder}/.{name}.{secrets.token_hex(6)}.tmp" if folder else f".{name}.{secrets.token_hex(6)}.tmp"
+    )
+    try:
+        with fs.open_output_stream(staged) as stream:
+            stream.write(body)
+        fs.move(staged, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            fs.delete_file(staged)
+        raise

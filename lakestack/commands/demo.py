@@ -128,7 +128,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--keep-emulator",
         action="store_true",
-        help="leave the emulator running afterwards to inspect the table",
+        help="leave the emulator running afterwards to inspect its tables",
     )
     parser.add_argument(
         "--sweep",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import boto3
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pytest
 from deltalake import write_deltalake
 
@@ -32,6 +33,22 @@ def test_write_file_writes_whole_files_and_a_second_write_replaces_the_first(lak
 
     with fs.open_input_stream(path) as stream:
         assert stream.read() == b'{"a": 2}\n{"a": 3}\n'
+
+
+def test_a_write_that_fails_leaves_the_file_as_it_was(lake):
+    uri, options = lake
+    fs, root = filesystem_for(uri, options)
+    path = join(root, "_metrics/batch-0000000007.json")
+    write_file(fs, path, b'{"rows": 7}')
+
+    with pytest.raises(TypeError):
+        write_file(fs, path, "not bytes")  # type: ignore[arg-type]
+
+    with fs.open_input_stream(path) as stream:
+        assert stream.read() == b'{"rows": 7}'
+    assert [i.base_name for i in fs.get_file_info(pafs.FileSelector(join(root, "_metrics")))] == [
+        "batch-0000000007.json"
+    ]
 
 
 def test_delta_tables_under_names_the_tables_only(lake):
