@@ -1,10 +1,19 @@
-"""What the benches share: the peak memory of this process tree, and the load-average line they print."""
+"""What the benches share: the peak memory of this process tree, the load-average line they print, and the old
+path vs new path comparison of a job (issue 27): fetching the old code, running a job child, sampling it, the table."""
 
 from __future__ import annotations
 
+import io
 import os
+import shutil
+import subprocess
+import sys
+import tarfile
 import threading
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 import psutil
 
@@ -115,3 +124,265 @@ class PeakRss:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Old path vs new path (issue 27): the same job at OLD_COMMIT (every micro-batch collected to the driver as Arrow,
+# written by delta-rs in the driver's Python, bronze read by the Python Delta source) against the working tree
+# (the micro-batch stays on the executors), each run as a child ``python -m jobs <job>`` under a local cluster.
+
+OLD_COMMIT = "1e4b57a"
+# One executor JVM with 2 cores and 1 GiB, separate from the driver's JVM.
+CLUSTER_MASTER = "local-cluster[1,2,1024]"
+REPO = Path(__file__).resolve().parents[1]
+
+# The old entry (1e4b57a) has no --spark-master: its build_session() takes a master argument but its jobs call it
+# without one, which means local[2] outside spark-submit. This shim, run as the old child's ``python -c``, gives
+# that argument a default (the master in argv[1]) and then runs the old ``jobs.__main__.main`` unchanged.
+_OLD_MASTER_SHIM = """\
+import sys
+import jobs.session as session
+_build, _master = session.build_session, sys.argv.pop(1)
+def build_session(app_name="lakestack", *, master=None, conf=None):
+    return _build(app_name, master=master or _master, conf=conf)
+session.build_session = build_session
+from jobs.__main__ import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+# What a parent that started Spark itself may have set: each child picks its own worker interpreter.
+_CHILD_ENV_DROP = (
+    "PYSPARK_PYTHON",
+    "PYSPARK_DRIVER_PYTHON",
+    "LAKESTACK_WORKER_PYTHON",
+    "LAKESTACK_SPARK_ZIP_TO_SKIP",
+)
+
+
+def fetch_old_jobs(dest: Path, commit: str = OLD_COMMIT, repo: Path = REPO) -> str | None:
+    """Extract ``jobs/`` as it was at ``commit`` into ``dest`` (``git archive``); None when done, else why not
+    (no git, not a git checkout, the commit absent as in a shallow clone)."""
+    git = shutil.which("git")
+    if git is None:
+        return "git is not on PATH"
+    found = subprocess.run(
+        [git, "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"],
+        capture_output=True,
+        text=True,
+    )
+    if found.returncode != 0:
+        return f"commit {commit} is not in {repo} (not a git checkout, or a shallow clone: git fetch --unshallow)"
+    dest.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run([git, "-C", str(repo), "archive", commit, "jobs"], capture_output=True)
+    if archive.returncode != 0:
+        return f"git archive {commit} jobs failed: {archive.stderr.decode(errors='replace').strip()}"
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(dest, filter="data")
+    return None
+
+
+def driver_or_executor(process: psutil.Process, me: psutil.Process) -> str | None:
+    """A job child's processes by side: ``driver`` (the job's Python and the driver JVM it starts; a local
+    cluster's master and worker run inside that JVM) or ``executor`` (an executor JVM and the Python workers
+    under it). The bench's own process is not counted."""
+    if process.pid == me.pid:
+        return None
+    for p in [process, *process.parents()]:
+        if p.pid == me.pid:
+            break
+        if p.name() == "java" and any("CoarseGrainedExecutorBackend" in arg for arg in p.cmdline()):
+            return "executor"
+    return "driver"
+
+
+@dataclass
+class JobRun:
+    """One child run of a job: what it read and wrote, how long, and the peaks of its two sides."""
+
+    path: str  # "old" or "new"
+    size: str  # "1x" or "10x"
+    files_per_batch: int
+    rows: int  # bronze rows read
+    output_rows: int  # the literal-checkable count (e.g. silver rows)
+    batches: int
+    wall_s: float  # the child from start to exit (Spark's start-up and shutdown included)
+    drain_s: float  # first micro-batch planned -> last one committed (the checkpoint's files)
+    driver_peak: int  # bytes: peak RSS summed over the driver's processes
+    executor_peak: int  # bytes: peak RSS summed over the executors' processes
+
+    @property
+    def rows_per_s(self) -> float:
+        return self.rows / self.drain_s if self.drain_s > 0 else float("nan")
+
+
+def _drain_seconds(checkpoint: Path) -> tuple[int, float]:
+    """Micro-batches and the seconds from the first offsets file written to the last commit file written."""
+    offsets = [p for p in (checkpoint / "offsets").glob("[0-9]*") if p.is_file()]
+    commits = [p for p in (checkpoint / "commits").glob("[0-9]*") if p.is_file()]
+    if not offsets or not commits:
+        return 0, float("nan")
+    first = min(p.stat().st_mtime for p in offsets)
+    last = max(p.stat().st_mtime for p in commits)
+    return len(commits), last - first
+
+
+def run_job_child(
+    job: str,
+    args: list[str],
+    *,
+    old_jobs: Path | None,
+    checkpoint: Path,
+    log: Path,
+    master: str = CLUSTER_MASTER,
+) -> tuple[float, int, float, PeakRss]:
+    """Run ``python -m jobs <job> <args>`` as a child with this venv's interpreter: the working tree's code
+    (``old_jobs`` None, ``--spark-master master``) or the old code in ``old_jobs`` (through the master shim),
+    sampling its processes. Returns (wall seconds, micro-batches, drain seconds, the sampler).
+
+    Raises:
+        RuntimeError: the child exited non-zero (its output is in ``log``).
+    """
+    env = {k: v for k, v in os.environ.items() if k not in _CHILD_ENV_DROP}
+    env["PYTHONPATH"] = str(old_jobs if old_jobs is not None else REPO)
+    if old_jobs is not None:
+        command = [sys.executable, "-c", _OLD_MASTER_SHIM, master, job, *args]
+    else:
+        command = [sys.executable, "-m", "jobs", job, *args, "--spark-master", master]
+    command += ["--log-file", str(log.with_suffix(".job.log"))]
+    with open(log, "w") as out, PeakRss(role=driver_or_executor) as rss:
+        started = time.perf_counter()
+        code = subprocess.run(
+            command, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=log.parent
+        ).returncode
+        wall = time.perf_counter() - started
+    if code != 0:
+        tail = log.read_text(errors="replace").strip().splitlines()[-5:]
+        raise RuntimeError(f"{job} ({'old' if old_jobs else 'new'}) exited {code}: " + " | ".join(tail))
+    batches, drain = _drain_seconds(checkpoint)
+    return wall, batches, drain, rss
+
+
+def delta_rows(uri: str | Path) -> int:
+    """Rows in a Delta table (read by delta-rs, in this process, after the child ended)."""
+    from deltalake import DeltaTable
+
+    return DeltaTable(str(uri)).to_pyarrow_dataset().count_rows()
+
+
+def old_vs_new(
+    job: str,
+    *,
+    root: Path,
+    rows: int,
+    files_per_batch: tuple[int, int],
+    job_args: Callable[[Path, Path], list[str]],
+    old_args: list[str],
+    output: tuple[str, Callable[[Path], int], int | None],
+) -> int:
+    """Drain the same bronze table (``rows`` rows) with ``job`` four times, each in a child process: old and
+    new code, at ``files_per_batch`` (1x, 10x) bronze files per micro-batch, ``--trigger available-now``;
+    print the table and the ratios. ``job_args(lake, checkpoint)`` gives the flags both take (the bronze
+    table among them), ``old_args`` the old code's extra ones; ``output`` is (label, a count read from a
+    lake, the expected count or None): the literal-checkable figure. Returns the exit status: 0, or 1 when
+    the counts disagree between runs (or with the expected one). Without git or the old commit, says so and
+    runs the new path alone; when the old code fails, prints why (the end of its output) and goes on without it."""
+    print(
+        f"old vs new: {job} at {OLD_COMMIT} (old) and the working tree (new), each a child process, {CLUSTER_MASTER}"
+    )
+    old_jobs = root / f"old-{OLD_COMMIT}"
+    why = fetch_old_jobs(old_jobs)
+    paths = ("old", "new")
+    if why is not None:
+        print(f"old path SKIPPED: {why}; the new path runs alone, nothing compared.")
+        paths = ("new",)
+    label, count, expected_output = output
+    runs: list[JobRun] = []
+    old_failed = ""
+    for size, per_batch in zip(("1x", "10x"), files_per_batch, strict=True):
+        for path in paths:
+            work = root / f"{job}-{path}-{size}"
+            work.mkdir(parents=True)
+            lake, checkpoint = work / "lake", work / "checkpoint"
+            args = [
+                *job_args(lake, checkpoint),
+                "--trigger",
+                "available-now",
+                "--max-files-per-trigger",
+                str(per_batch),
+            ]
+            args += old_args if path == "old" else []
+            if path == "old" and old_failed:
+                continue
+            try:
+                wall, batches, drain, rss = run_job_child(
+                    job,
+                    args,
+                    old_jobs=old_jobs if path == "old" else None,
+                    checkpoint=checkpoint,
+                    log=work / "child.log",
+                )
+            except RuntimeError as error:
+                if path == "new":
+                    raise
+                old_failed = str(error)
+                print(f"  old path FAILED with this venv, not compared: {error}")
+                continue
+            run = JobRun(
+                path, size, per_batch, rows, count(lake), batches, wall, drain,
+                rss.peaks.get("driver", 0), rss.peaks.get("executor", 0),
+            )  # fmt: skip
+            runs.append(run)
+            print(
+                f"  {path} {size}: {batches} micro-batches of {per_batch} files, drained in {drain:.1f} s "
+                f"({wall:.1f} s with start-up), {label} {run.output_rows:,}; logs {work}"
+            )
+    print_old_vs_new(runs, label)
+    counts = {r.output_rows for r in runs}
+    if expected_output is not None:
+        counts.add(expected_output)
+    agree = len(counts) == 1
+    print(
+        f"{label} agree across paths and sizes{'' if expected_output is None else f' and with the expected {expected_output:,}'}: "
+        + ("yes" if agree else f"NO ({sorted(counts)})")
+    )
+    return 0 if agree else 1
+
+
+def print_old_vs_new(runs: list[JobRun], label: str) -> None:
+    """The table: path x batch size, then new/old rows/s per size and each path's driver peak 10x/1x."""
+    mib = 2**20
+    header = (
+        "path",
+        "batch",
+        "files/batch",
+        "rows",
+        label,
+        "batches",
+        "drain s",
+        "rows/s",
+        "driver peak MiB",
+        "executors peak MiB",
+    )
+    body = [
+        (r.path, r.size, str(r.files_per_batch), f"{r.rows:,}", f"{r.output_rows:,}", str(r.batches),
+         f"{r.drain_s:.1f}", f"{r.rows_per_s:,.0f}", f"{r.driver_peak / mib:,.0f}", f"{r.executor_peak / mib:,.0f}")
+        for r in runs
+    ]  # fmt: skip
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+    for row in [header, *body]:
+        print(
+            "  " + "  ".join(c.ljust(widths[i]) if i < 2 else c.rjust(widths[i]) for i, c in enumerate(row))
+        )
+    by = {(r.path, r.size): r for r in runs}
+    for size in ("1x", "10x"):
+        old, new = by.get(("old", size)), by.get(("new", size))
+        if old and new:
+            print(f"  rows/s new/old at {size}: {new.rows_per_s / old.rows_per_s:.2f}")
+    for path in ("old", "new"):
+        one, ten = by.get((path, "1x")), by.get((path, "10x"))
+        if one and ten and one.driver_peak:
+            print(
+                f"  driver peak 10x/1x, {path}: {ten.driver_peak / one.driver_peak:.2f} "
+                f"({one.driver_peak / mib:,.0f} -> {ten.driver_peak / mib:,.0f} MiB); executors "
+                f"{ten.executor_peak / max(one.executor_peak, 1):.2f}"
+            )

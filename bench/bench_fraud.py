@@ -8,6 +8,27 @@ the process tree (driver Python + JVM + Python workers).
 
     .venv/bin/python bench/bench_fraud.py                   # 200k transactions
     .venv/bin/python bench/bench_fraud.py --events 50000 --repetitions 1   # a quick look
+
+With ``--old-vs-new`` (instead of the above; issue 27) the fraud job as it was at 1e4b57a (old: every
+micro-batch collected to the driver as Arrow, scored and written by delta-rs in the driver's Python, bronze read
+by the Python Delta source, ``--delta-reader python``) against the working tree's (new: scored by a pandas UDF /
+mapInPandas and written by delta-spark on the executors), each a child ``python -m jobs fraud`` under
+``local-cluster[1,2,1024]`` (the old code through a shim giving its build_session that master: its entry has
+no --spark-master). One bronze table of ``--ovn-files`` commits of ``--ovn-rows-per-file`` transactions is
+drained with ``--trigger available-now`` at ``--ovn-files-per-batch`` files per micro-batch (1x) and ten times
+that (10x). Prints rows/s (bronze rows over the drain: first offsets file to last commit file in the
+checkpoint), the peak RSS of the driver (the job's Python + driver JVM) and of the executors (executor JVM +
+its Python workers), new/old rows/s and each path's driver peak 10x/1x; exits 1 unless every run's silver
+``transactions`` holds every transaction.
+
+    .venv/bin/python bench/bench_fraud.py --old-vs-new [--quick]
+
+Its defaults (30 files of 500 rows, 3 files at 1x) are smaller than the sales and orders benches' (100 of 1,000,
+10 at 1x): the old fraud job took 40-50 s per 10,000-row micro-batch on the 2-core build machine, so 100,000
+rows would not drain in the ~8 minutes a bench is given.
+
+Without git or commit 1e4b57a (e.g. a shallow clone) it says so and runs the new path alone (exit 0). Both paths
+run with this venv: the old code runs as it was, no change but the master.
 """
 
 from __future__ import annotations
@@ -26,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pyarrow as pa
 
-from bench._common import PeakRss
+from bench._common import PeakRss, delta_rows, load_average_line, old_vs_new
 
 print = functools.partial(print, flush=True)
 ACCOUNTS = 10_000
@@ -35,16 +56,16 @@ COMMIT_ROWS = 20_000
 _LAST: dict = {}
 
 
-def fill_bronze(uri: str, events: int, *, seed: int = 11) -> int:
-    """A bronze table as the ingest job writes it, in commits of COMMIT_ROWS; returns the frauds injected."""
+def fill_bronze(uri: str, events: int, *, seed: int = 11, commit_rows: int = COMMIT_ROWS) -> int:
+    """A bronze table as the ingest job writes it, in commits of ``commit_rows``; returns the frauds injected."""
     from jobs.lake import DeltaRsEngine
     from loadtest.generators import TransactionsGenerator
 
     generator = TransactionsGenerator(random.Random(seed), accounts=ACCOUNTS, fraud_rate=0.01)
     table = DeltaRsEngine().table(uri)
     now = datetime.now(UTC)
-    for commit, offset in enumerate(range(0, events, COMMIT_ROWS)):
-        rows = min(COMMIT_ROWS, events - offset)
+    for commit, offset in enumerate(range(0, events, commit_rows)):
+        rows = min(commit_rows, events - offset)
         payloads = [generator.next_event().data for _ in range(rows)]
         table.append(
             pa.table(
@@ -158,12 +179,60 @@ class _StateListener:
         spark.streams.addListener(Listener())
 
 
-def main() -> None:
+def compare_old_new(args: argparse.Namespace) -> int:
+    """The old-vs-new section (``--old-vs-new``): see the module's docstring."""
+    from jobs.pipelines import fraud
+
+    if args.quick:
+        args.ovn_files, args.ovn_rows_per_file, args.ovn_files_per_batch = 40, 500, 2
+    with tempfile.TemporaryDirectory(prefix="bench-fraud-ovn-") as tmp:
+        root = Path(tmp)
+        bronze = str(root / "bronze")
+        events = args.ovn_files * args.ovn_rows_per_file
+        frauds = fill_bronze(bronze, events, commit_rows=args.ovn_rows_per_file)
+        print(
+            f"bronze: {events:,} transactions over {ACCOUNTS:,} accounts ({frauds} frauds injected) in "
+            f"{args.ovn_files} files of {args.ovn_rows_per_file:,} rows"
+        )
+        status = old_vs_new(
+            "fraud",
+            root=root,
+            rows=events,
+            files_per_batch=(args.ovn_files_per_batch, 10 * args.ovn_files_per_batch),
+            job_args=lambda lake, checkpoint: [
+                "--source-table",
+                bronze,
+                "--lake",
+                str(lake),
+                "--checkpoint",
+                str(checkpoint),
+            ],
+            old_args=["--delta-reader", "python"],
+            output=("silver transactions", lambda lake: delta_rows(lake / fraud.TRANSACTIONS), events),
+        )
+    print(load_average_line())
+    return status
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=200_000)
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--max-files-per-trigger", type=int, default=1, help="bronze commits per micro-batch")
+    parser.add_argument(
+        "--old-vs-new", action="store_true", help="old path (1e4b57a) vs new, 1x and 10x batches"
+    )
+    parser.add_argument("--ovn-files", type=int, default=30, help="old-vs-new: bronze files")
+    parser.add_argument("--ovn-rows-per-file", type=int, default=500, help="old-vs-new: rows per bronze file")
+    parser.add_argument(
+        "--ovn-files-per-batch", type=int, default=3, help="old-vs-new: files per batch at 1x"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="old-vs-new: 40 files of 500 rows, 2 files at 1x"
+    )
     args = parser.parse_args()
+    if args.old_vs_new:
+        return compare_old_new(args)
 
     from jobs.session import build_session
 
@@ -216,7 +285,8 @@ def main() -> None:
         f"peak RSS of the process tree: {rss.peak / 2**30:.2f} GiB; at the peak: "
         + ", ".join(f"{k} {v / 2**30:.2f} GiB" for k, v in sorted(rss.breakdown.items()))
     )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -10,6 +10,23 @@ is what to read on a noisy machine). Both layouts must end in the generator's ex
 exits 1 when either does not.
 
     .venv/bin/python bench/bench_orders.py [--changes 50000 --orders 5000 --rate 1000 --reps 3] [--small]
+
+With ``--old-vs-new`` (instead of the above; issue 27) the orders job (copy-on-write) as it was at 1e4b57a (old:
+every micro-batch collected to the driver as Arrow and MERGEd by delta-rs in the driver's Python, bronze read by
+the Python Delta source, ``--delta-reader python``) against the working tree's (new: MERGE by delta-spark on the
+executors), each a child ``python -m jobs orders --layout cow`` under ``local-cluster[1,2,1024]`` (the old code
+through a shim giving its build_session that master: its entry has no --spark-master). One bronze table of
+``--ovn-files`` files of ``--ovn-rows-per-file`` changes (the seeded generator above, over ``--orders`` open
+orders) is drained with ``--trigger available-now`` at ``--ovn-files-per-batch`` files per micro-batch (1x)
+and ten times that (10x). Prints rows/s (bronze rows over the drain: first offsets file to last commit file in
+the checkpoint), the peak RSS of the driver (the job's Python + driver JVM) and of the executors (executor JVM
++ its Python workers), new/old rows/s and each path's driver peak 10x/1x; exits 1 unless every run's
+``orders`` table holds the generator's expected number of orders.
+
+    .venv/bin/python bench/bench_orders.py --old-vs-new [--quick]
+
+Without git or commit 1e4b57a (e.g. a shallow clone) it says so and runs the new path alone (exit 0). Both paths
+run with this venv: the old code runs as it was, no change but the master.
 """
 
 from __future__ import annotations
@@ -30,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pyarrow as pa
 
+from bench._common import delta_rows, load_average_line, old_vs_new
 from jobs.lake import DeltaRsEngine
 from jobs.pipelines.orders import OrdersJob, OrdersSettings, OrdersTables
 from jobs.session import build_session
@@ -171,6 +189,53 @@ def median(runs: list[dict], key: str) -> float | None:
     return statistics.median(values) if values else None
 
 
+def compare_old_new(args: argparse.Namespace) -> int:
+    """The old-vs-new section (``--old-vs-new``): see the module's docstring."""
+    if args.quick:
+        args.ovn_files, args.ovn_rows_per_file, args.ovn_files_per_batch = 40, 500, 2
+    generator = OrdersGenerator(
+        random.Random(args.seed),
+        open_orders=args.orders,
+        out_of_order_rate=args.out_of_order,
+        duplicate_rate=args.duplicates,
+    )
+    with tempfile.TemporaryDirectory(prefix="bench-orders-ovn-") as scratch:
+        root = Path(scratch)
+        bronze = str(root / "bronze")
+        table = DeltaRsEngine().table(bronze)
+        for batch in range(args.ovn_files):
+            payloads = [generator.next_event().data for _ in range(args.ovn_rows_per_file)]
+            table.append(
+                _bronze(payloads, batch * args.ovn_rows_per_file, batch), app_id="bench-feed", batch_id=batch
+            )
+        changes = args.ovn_files * args.ovn_rows_per_file
+        expected = len(generator.ground_truth()["expected_state"])
+        print(
+            f"bronze: {changes:,} changes over {args.orders:,} open orders in {args.ovn_files} files of "
+            f"{args.ovn_rows_per_file:,}; {expected:,} orders expected"
+        )
+        status = old_vs_new(
+            "orders",
+            root=root,
+            rows=changes,
+            files_per_batch=(args.ovn_files_per_batch, 10 * args.ovn_files_per_batch),
+            job_args=lambda lake, checkpoint: [
+                "--layout",
+                "cow",
+                "--source-table",
+                bronze,
+                "--lake",
+                str(lake),
+                "--checkpoint",
+                str(checkpoint),
+            ],
+            old_args=["--delta-reader", "python"],
+            output=("orders rows", lambda lake: delta_rows(lake / "orders"), expected),
+        )
+    print(load_average_line())
+    return status
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--changes", type=int, default=50_000)
@@ -184,7 +249,22 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=12)
     parser.add_argument("--small", action="store_true", help="5,000 changes over 500 orders, 1 repetition")
     parser.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
+    parser.add_argument(
+        "--old-vs-new", action="store_true", help="old path (1e4b57a) vs new, 1x and 10x batches"
+    )
+    parser.add_argument("--ovn-files", type=int, default=100, help="old-vs-new: bronze files")
+    parser.add_argument(
+        "--ovn-rows-per-file", type=int, default=1_000, help="old-vs-new: changes per bronze file"
+    )
+    parser.add_argument(
+        "--ovn-files-per-batch", type=int, default=10, help="old-vs-new: files per batch at 1x"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="old-vs-new: 40 files of 500 changes, 2 files at 1x"
+    )
     args = parser.parse_args()
+    if args.old_vs_new:
+        return compare_old_new(args)
     if args.small:
         args.changes, args.orders, args.rate, args.per_commit, args.reps = 5_000, 500, 500.0, 250, 1
 

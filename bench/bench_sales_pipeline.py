@@ -8,6 +8,22 @@ rows/s of each, their ratio (no target: it is the price of the pipeline's work),
 job's process tree (driver Python + JVM + Python workers).
 
     .venv/bin/python bench/bench_sales_pipeline.py [--events 200000 --files 20 --reps 2]
+
+With ``--old-vs-new`` (instead of the above; issue 27) the sales job as it was at 1e4b57a (old: every micro-batch
+collected to the driver as Arrow, routed and written by delta-rs in the driver's Python, bronze read by the
+Python Delta source, ``--delta-reader python``) against the working tree's (new: dedup in Spark state, silver,
+quarantine and gold written by delta-spark on the executors), each a child ``python -m jobs sales`` under
+``local-cluster[1,2,1024]`` (the old code through a shim giving its build_session that master: its entry has
+no --spark-master). One bronze table of ``--ovn-files`` files of ``--ovn-rows-per-file`` rows is drained with
+``--trigger available-now`` at ``--ovn-files-per-batch`` files per micro-batch (1x) and ten times that (10x).
+Prints rows/s (bronze rows over the drain: first offsets file to last commit file in the checkpoint), the peak
+RSS of the driver (the job's Python + driver JVM) and of the executors (executor JVM + its Python workers),
+new/old rows/s and each path's driver peak 10x/1x; exits 1 when the silver row counts differ.
+
+    .venv/bin/python bench/bench_sales_pipeline.py --old-vs-new [--quick]
+
+Without git or commit 1e4b57a (e.g. a shallow clone) it says so and runs the new path alone (exit 0). Both paths
+run with this venv: the old code runs as it was, no change but the master.
 """
 
 from __future__ import annotations
@@ -26,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import pyarrow as pa
 from deltalake import write_deltalake
 
-from bench._common import PeakRss, load_average_line
+from bench._common import PeakRss, delta_rows, load_average_line, old_vs_new
 from jobs.ingest import bronze_schema
 from jobs.pipelines import sales
 from jobs.pipelines._job import JobSettings
@@ -94,7 +110,22 @@ def main() -> int:
     parser.add_argument("--files", type=int, default=20, help="bronze files (one per ingest micro-batch)")
     parser.add_argument("--files-per-batch", type=int, default=5)
     parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument(
+        "--old-vs-new", action="store_true", help="old path (1e4b57a) vs new, 1x and 10x batches"
+    )
+    parser.add_argument("--ovn-files", type=int, default=100, help="old-vs-new: bronze files")
+    parser.add_argument(
+        "--ovn-rows-per-file", type=int, default=1_000, help="old-vs-new: rows per bronze file"
+    )
+    parser.add_argument(
+        "--ovn-files-per-batch", type=int, default=10, help="old-vs-new: files per batch at 1x"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="old-vs-new: 40 files of 500 rows, 2 files at 1x"
+    )
     args = parser.parse_args()
+    if args.old_vs_new:
+        return compare_old_new(args)
 
     spark = build_session("bench-sales")
     with tempfile.TemporaryDirectory(prefix="bench-sales-") as scratch:
@@ -123,6 +154,35 @@ def main() -> int:
     print(load_average_line())
     spark.stop()
     return 0
+
+
+def compare_old_new(args: argparse.Namespace) -> int:
+    """The old-vs-new section (``--old-vs-new``): see the module's docstring."""
+    if args.quick:
+        args.ovn_files, args.ovn_rows_per_file, args.ovn_files_per_batch = 40, 500, 2
+    with tempfile.TemporaryDirectory(prefix="bench-sales-ovn-") as scratch:
+        root = Path(scratch)
+        bronze = str(root / "bronze")
+        rows = build_bronze(bronze, args.ovn_files * args.ovn_rows_per_file, args.ovn_files)
+        print(f"bronze: {rows:,} sales events in {args.ovn_files} files of {args.ovn_rows_per_file:,} rows")
+        status = old_vs_new(
+            "sales",
+            root=root,
+            rows=rows,
+            files_per_batch=(args.ovn_files_per_batch, 10 * args.ovn_files_per_batch),
+            job_args=lambda lake, checkpoint: [
+                "--source-table",
+                bronze,
+                "--lake",
+                str(lake),
+                "--checkpoint",
+                str(checkpoint),
+            ],
+            old_args=["--delta-reader", "python"],
+            output=("silver rows", lambda lake: delta_rows(lake / sales.SILVER), None),
+        )
+    print(load_average_line())
+    return status
 
 
 if __name__ == "__main__":
