@@ -3,6 +3,7 @@ path vs new path comparison of a job (issue 27): fetching the old code, running 
 
 from __future__ import annotations
 
+import argparse
 import io
 import os
 import shutil
@@ -11,7 +12,7 @@ import sys
 import tarfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -134,6 +135,8 @@ class PeakRss:
 OLD_COMMIT = "1e4b57a"
 # One executor JVM with 2 cores and 1 GiB, separate from the driver's JVM.
 CLUSTER_MASTER = "local-cluster[1,2,1024]"
+# --quick: bronze files, rows per file, files per micro-batch at 1x.
+QUICK = (40, 500, 2)
 REPO = Path(__file__).resolve().parents[1]
 
 # The old entry (1e4b57a) has no --spark-master: its build_session() takes a master argument but its jobs call it
@@ -274,15 +277,15 @@ def old_vs_new(
     *,
     root: Path,
     rows: int,
-    files_per_batch: tuple[int, int],
-    job_args: Callable[[Path, Path], list[str]],
-    old_args: list[str],
+    bronze: str,
+    files_per_batch: int,
     output: tuple[str, Callable[[Path], int], int | None],
+    job_args: Sequence[str] = (),
 ) -> int:
     """Drain the same bronze table (``rows`` rows) with ``job`` four times, each in a child process: old and
-    new code, at ``files_per_batch`` (1x, 10x) bronze files per micro-batch, ``--trigger available-now``;
-    print the table and the ratios. ``job_args(lake, checkpoint)`` gives the flags both take (the bronze
-    table among them), ``old_args`` the old code's extra ones; ``output`` is (label, a count read from a
+    new code, at ``files_per_batch`` (1x) and ten times that (10x) bronze files per micro-batch, ``--trigger
+    available-now``, reading ``bronze`` (the old code through its Python Delta source); print the table and the
+    ratios. ``job_args`` are the job's own extra flags (both paths); ``output`` is (label, a count read from a
     lake, the expected count or None): the literal-checkable figure. Returns the exit status: 0, or 1 when
     the counts disagree between runs (or with the expected one). Without git or the old commit, says so and
     runs the new path alone; when the old code fails, prints why (the end of its output) and goes on without it."""
@@ -298,19 +301,20 @@ def old_vs_new(
     label, count, expected_output = output
     runs: list[JobRun] = []
     old_failed = ""
-    for size, per_batch in zip(("1x", "10x"), files_per_batch, strict=True):
+    for size, per_batch in (("1x", files_per_batch), ("10x", 10 * files_per_batch)):
         for path in paths:
             work = root / f"{job}-{path}-{size}"
             work.mkdir(parents=True)
             lake, checkpoint = work / "lake", work / "checkpoint"
             args = [
-                *job_args(lake, checkpoint),
+                *job_args,
+                *("--source-table", bronze, "--lake", str(lake), "--checkpoint", str(checkpoint)),
                 "--trigger",
                 "available-now",
                 "--max-files-per-trigger",
                 str(per_batch),
             ]
-            args += old_args if path == "old" else []
+            args += ["--delta-reader", "python"] if path == "old" else []
             if path == "old" and old_failed:
                 continue
             try:
@@ -386,3 +390,36 @@ def print_old_vs_new(runs: list[JobRun], label: str) -> None:
                 f"({one.driver_peak / mib:,.0f} -> {ten.driver_peak / mib:,.0f} MiB); executors "
                 f"{ten.executor_peak / max(one.executor_peak, 1):.2f}"
             )
+
+
+def add_old_vs_new_arguments(
+    parser: argparse.ArgumentParser,
+    *,
+    files: int,
+    rows_per_file: int,
+    files_per_batch: int,
+    unit: str = "rows",
+) -> None:
+    """The ``--old-vs-new`` flag and its sizes (``--ovn-*``, ``--quick``), with this bench's defaults."""
+    parser.add_argument(
+        "--old-vs-new", action="store_true", help=f"old path ({OLD_COMMIT}) vs new, 1x and 10x batches"
+    )
+    parser.add_argument("--ovn-files", type=int, default=files, help="old-vs-new: bronze files")
+    parser.add_argument(
+        "--ovn-rows-per-file", type=int, default=rows_per_file, help=f"old-vs-new: {unit} per bronze file"
+    )
+    parser.add_argument(
+        "--ovn-files-per-batch", type=int, default=files_per_batch, help="old-vs-new: files per batch at 1x"
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"old-vs-new: {QUICK[0]} files of {QUICK[1]} {unit}, {QUICK[2]} files at 1x",
+    )
+
+
+def old_vs_new_sizes(args: argparse.Namespace) -> tuple[int, int, int]:
+    """(files, rows per file, files per batch at 1x) of an old-vs-new run: ``--quick``'s or the ``--ovn-*``."""
+    if args.quick:
+        return QUICK
+    return args.ovn_files, args.ovn_rows_per_file, args.ovn_files_per_batch

@@ -47,7 +47,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pyarrow as pa
 
-from bench._common import PeakRss, delta_rows, load_average_line, old_vs_new
+from bench._common import (
+    PeakRss,
+    add_old_vs_new_arguments,
+    delta_rows,
+    load_average_line,
+    old_vs_new,
+    old_vs_new_sizes,
+)
 
 print = functools.partial(print, flush=True)
 ACCOUNTS = 10_000
@@ -183,31 +190,22 @@ def compare_old_new(args: argparse.Namespace) -> int:
     """The old-vs-new section (``--old-vs-new``): see the module's docstring."""
     from jobs.pipelines import fraud
 
-    if args.quick:
-        args.ovn_files, args.ovn_rows_per_file, args.ovn_files_per_batch = 40, 500, 2
+    files, per_file, per_batch = old_vs_new_sizes(args)
     with tempfile.TemporaryDirectory(prefix="bench-fraud-ovn-") as tmp:
         root = Path(tmp)
         bronze = str(root / "bronze")
-        events = args.ovn_files * args.ovn_rows_per_file
-        frauds = fill_bronze(bronze, events, commit_rows=args.ovn_rows_per_file)
+        events = files * per_file
+        frauds = fill_bronze(bronze, events, commit_rows=per_file)
         print(
             f"bronze: {events:,} transactions over {ACCOUNTS:,} accounts ({frauds} frauds injected) in "
-            f"{args.ovn_files} files of {args.ovn_rows_per_file:,} rows"
+            f"{files} files of {per_file:,} rows"
         )
         status = old_vs_new(
             "fraud",
             root=root,
             rows=events,
-            files_per_batch=(args.ovn_files_per_batch, 10 * args.ovn_files_per_batch),
-            job_args=lambda lake, checkpoint: [
-                "--source-table",
-                bronze,
-                "--lake",
-                str(lake),
-                "--checkpoint",
-                str(checkpoint),
-            ],
-            old_args=["--delta-reader", "python"],
+            bronze=bronze,
+            files_per_batch=per_batch,
             output=("silver transactions", lambda lake: delta_rows(lake / fraud.TRANSACTIONS), events),
         )
     print(load_average_line())
@@ -219,17 +217,7 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=200_000)
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--max-files-per-trigger", type=int, default=1, help="bronze commits per micro-batch")
-    parser.add_argument(
-        "--old-vs-new", action="store_true", help="old path (1e4b57a) vs new, 1x and 10x batches"
-    )
-    parser.add_argument("--ovn-files", type=int, default=30, help="old-vs-new: bronze files")
-    parser.add_argument("--ovn-rows-per-file", type=int, default=500, help="old-vs-new: rows per bronze file")
-    parser.add_argument(
-        "--ovn-files-per-batch", type=int, default=3, help="old-vs-new: files per batch at 1x"
-    )
-    parser.add_argument(
-        "--quick", action="store_true", help="old-vs-new: 40 files of 500 rows, 2 files at 1x"
-    )
+    add_old_vs_new_arguments(parser, files=30, rows_per_file=500, files_per_batch=3, unit="rows")
     args = parser.parse_args()
     if args.old_vs_new:
         return compare_old_new(args)

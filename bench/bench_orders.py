@@ -47,7 +47,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pyarrow as pa
 
-from bench._common import delta_rows, load_average_line, old_vs_new
+from bench._common import (
+    add_old_vs_new_arguments,
+    delta_rows,
+    load_average_line,
+    old_vs_new,
+    old_vs_new_sizes,
+)
 from jobs.lake import DeltaRsEngine
 from jobs.pipelines.orders import OrdersJob, OrdersSettings, OrdersTables
 from jobs.session import build_session
@@ -191,8 +197,7 @@ def median(runs: list[dict], key: str) -> float | None:
 
 def compare_old_new(args: argparse.Namespace) -> int:
     """The old-vs-new section (``--old-vs-new``): see the module's docstring."""
-    if args.quick:
-        args.ovn_files, args.ovn_rows_per_file, args.ovn_files_per_batch = 40, 500, 2
+    files, per_file, per_batch = old_vs_new_sizes(args)
     generator = OrdersGenerator(
         random.Random(args.seed),
         open_orders=args.orders,
@@ -203,33 +208,22 @@ def compare_old_new(args: argparse.Namespace) -> int:
         root = Path(scratch)
         bronze = str(root / "bronze")
         table = DeltaRsEngine().table(bronze)
-        for batch in range(args.ovn_files):
-            payloads = [generator.next_event().data for _ in range(args.ovn_rows_per_file)]
-            table.append(
-                _bronze(payloads, batch * args.ovn_rows_per_file, batch), app_id="bench-feed", batch_id=batch
-            )
-        changes = args.ovn_files * args.ovn_rows_per_file
+        for batch in range(files):
+            payloads = [generator.next_event().data for _ in range(per_file)]
+            table.append(_bronze(payloads, batch * per_file, batch), app_id="bench-feed", batch_id=batch)
+        changes = files * per_file
         expected = len(generator.ground_truth()["expected_state"])
         print(
-            f"bronze: {changes:,} changes over {args.orders:,} open orders in {args.ovn_files} files of "
-            f"{args.ovn_rows_per_file:,}; {expected:,} orders expected"
+            f"bronze: {changes:,} changes over {args.orders:,} open orders in {files} files of "
+            f"{per_file:,}; {expected:,} orders expected"
         )
         status = old_vs_new(
             "orders",
             root=root,
             rows=changes,
-            files_per_batch=(args.ovn_files_per_batch, 10 * args.ovn_files_per_batch),
-            job_args=lambda lake, checkpoint: [
-                "--layout",
-                "cow",
-                "--source-table",
-                bronze,
-                "--lake",
-                str(lake),
-                "--checkpoint",
-                str(checkpoint),
-            ],
-            old_args=["--delta-reader", "python"],
+            bronze=bronze,
+            files_per_batch=per_batch,
+            job_args=("--layout", "cow"),
             output=("orders rows", lambda lake: delta_rows(lake / "orders"), expected),
         )
     print(load_average_line())
@@ -249,19 +243,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=12)
     parser.add_argument("--small", action="store_true", help="5,000 changes over 500 orders, 1 repetition")
     parser.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
-    parser.add_argument(
-        "--old-vs-new", action="store_true", help="old path (1e4b57a) vs new, 1x and 10x batches"
-    )
-    parser.add_argument("--ovn-files", type=int, default=100, help="old-vs-new: bronze files")
-    parser.add_argument(
-        "--ovn-rows-per-file", type=int, default=1_000, help="old-vs-new: changes per bronze file"
-    )
-    parser.add_argument(
-        "--ovn-files-per-batch", type=int, default=10, help="old-vs-new: files per batch at 1x"
-    )
-    parser.add_argument(
-        "--quick", action="store_true", help="old-vs-new: 40 files of 500 changes, 2 files at 1x"
-    )
+    add_old_vs_new_arguments(parser, files=100, rows_per_file=1_000, files_per_batch=10, unit="changes")
     args = parser.parse_args()
     if args.old_vs_new:
         return compare_old_new(args)

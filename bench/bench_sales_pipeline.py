@@ -42,7 +42,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import pyarrow as pa
 from deltalake import write_deltalake
 
-from bench._common import PeakRss, delta_rows, load_average_line, old_vs_new
+from bench._common import (
+    PeakRss,
+    add_old_vs_new_arguments,
+    delta_rows,
+    load_average_line,
+    old_vs_new,
+    old_vs_new_sizes,
+)
 from jobs.ingest import bronze_schema
 from jobs.pipelines import sales
 from jobs.pipelines._job import JobSettings
@@ -110,19 +117,7 @@ def main() -> int:
     parser.add_argument("--files", type=int, default=20, help="bronze files (one per ingest micro-batch)")
     parser.add_argument("--files-per-batch", type=int, default=5)
     parser.add_argument("--reps", type=int, default=2)
-    parser.add_argument(
-        "--old-vs-new", action="store_true", help="old path (1e4b57a) vs new, 1x and 10x batches"
-    )
-    parser.add_argument("--ovn-files", type=int, default=100, help="old-vs-new: bronze files")
-    parser.add_argument(
-        "--ovn-rows-per-file", type=int, default=1_000, help="old-vs-new: rows per bronze file"
-    )
-    parser.add_argument(
-        "--ovn-files-per-batch", type=int, default=10, help="old-vs-new: files per batch at 1x"
-    )
-    parser.add_argument(
-        "--quick", action="store_true", help="old-vs-new: 40 files of 500 rows, 2 files at 1x"
-    )
+    add_old_vs_new_arguments(parser, files=100, rows_per_file=1_000, files_per_batch=10, unit="rows")
     args = parser.parse_args()
     if args.old_vs_new:
         return compare_old_new(args)
@@ -158,27 +153,18 @@ def main() -> int:
 
 def compare_old_new(args: argparse.Namespace) -> int:
     """The old-vs-new section (``--old-vs-new``): see the module's docstring."""
-    if args.quick:
-        args.ovn_files, args.ovn_rows_per_file, args.ovn_files_per_batch = 40, 500, 2
+    files, per_file, per_batch = old_vs_new_sizes(args)
     with tempfile.TemporaryDirectory(prefix="bench-sales-ovn-") as scratch:
         root = Path(scratch)
         bronze = str(root / "bronze")
-        rows = build_bronze(bronze, args.ovn_files * args.ovn_rows_per_file, args.ovn_files)
-        print(f"bronze: {rows:,} sales events in {args.ovn_files} files of {args.ovn_rows_per_file:,} rows")
+        rows = build_bronze(bronze, files * per_file, files)
+        print(f"bronze: {rows:,} sales events in {files} files of {per_file:,} rows")
         status = old_vs_new(
             "sales",
             root=root,
             rows=rows,
-            files_per_batch=(args.ovn_files_per_batch, 10 * args.ovn_files_per_batch),
-            job_args=lambda lake, checkpoint: [
-                "--source-table",
-                bronze,
-                "--lake",
-                str(lake),
-                "--checkpoint",
-                str(checkpoint),
-            ],
-            old_args=["--delta-reader", "python"],
+            bronze=bronze,
+            files_per_batch=per_batch,
             output=("silver rows", lambda lake: delta_rows(lake / sales.SILVER), None),
         )
     print(load_average_line())
