@@ -73,6 +73,29 @@ def test_transaction_ids_are_per_app(engine, tmp_path):
     assert ids_of(engine.table(uri).read()) == [1, 2]
 
 
+def test_a_transaction_far_behind_the_newest_commits_or_behind_a_checkpoint_is_found(engine, tmp_path):
+    # The JVM engine reads the newest commits for the app's transaction and asks the snapshot's whole state only
+    # past them: here the app's one transaction is older than the ten newest commits, then behind a checkpoint.
+    from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+
+    uri = str(tmp_path / "t")
+    write_deltalake(
+        uri, events([0]), commit_properties=CommitProperties(app_transactions=[Transaction("a", 3)])
+    )
+    for i in range(1, 12):
+        write_deltalake(uri, events([i]), mode="append")
+    assert [engine.table(uri).transaction_version(app) for app in ("a", "c")] == [3, None]
+    DeltaTable(uri).create_checkpoint()
+    write_deltalake(
+        uri,
+        events([12]),
+        mode="append",
+        commit_properties=CommitProperties(app_transactions=[Transaction("b", 7)]),
+    )
+    assert [engine.table(uri).transaction_version(app) for app in ("a", "b", "c")] == [3, 7, None]
+    assert engine.table(uri).version() == 12
+
+
 def test_commits_record_app_and_batch(engine, tmp_path):
     uri = str(tmp_path / "t")
     before = datetime.now(UTC) - timedelta(seconds=5)
