@@ -169,17 +169,23 @@ class JvmDeltaEngine(TableHandles):
             jvm.org.apache.hadoop.fs.Path(f"{table_uri.rstrip('/')}/_delta_log/{version:020d}.json")
         )
 
-    def _read_actions(self, path: Any) -> list[dict[str, Any]]:
-        """The actions of the commit file at ``path`` (a Hadoop ``Path``)."""
+    def _read_actions(self, path: Any, fs: Any = None, *, only: str | None = None) -> list[dict[str, Any]]:
+        """The actions of the commit file at ``path`` (a Hadoop ``Path``), through ``fs`` (the path's own file
+        system when None); with ``only``, just the actions of that kind (other lines are not parsed)."""
         spark = self._session()
         jvm: Any = spark._jvm
-        fs = path.getFileSystem(spark._jsparkSession.sessionState().newHadoopConf())
+        if fs is None:
+            fs = path.getFileSystem(spark._jsparkSession.sessionState().newHadoopConf())
         stream = fs.open(path)
         try:
             text = str(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
         finally:
             stream.close()
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
+        lines = [line for line in text.splitlines() if line.strip()]
+        if only is not None:
+            lines = [line for line in lines if f'"{only}"' in line]
+        actions = [json.loads(line) for line in lines]
+        return actions if only is None else [a for a in actions if only in a]
 
     # -- interface -------------------------------------------------------------------------------------
 
@@ -253,14 +259,19 @@ class JvmDeltaEngine(TableHandles):
         # a batch it skips as written already). That is one small read when the app wrote last, as a job's own
         # tables are; the snapshot's full state costs a Spark job instead (about 1 s on two cores, twice a sales
         # batch). Only the commits the snapshot read since its checkpoint are looked at, the newest few of them.
+        # Delta's state also drops transactions older than delta.setTransactionRetentionDuration, which no table
+        # of ours sets; a scan that finds an expired one says "committed" of a batch that was: the safe side.
         deltas = snapshot.logSegment().deltas()
         count = int(deltas.size())
         scanned = min(count, _TXN_SCAN_COMMITS)
+        fs = None
         for index in range(count - 1, count - 1 - scanned, -1):
-            for action in self._read_actions(deltas.apply(index).getPath()):
-                txn = action.get("txn")
-                if txn is not None and txn.get("appId") == app_id:
-                    return int(txn["version"])
+            path = deltas.apply(index).getPath()
+            if fs is None:
+                fs = path.getFileSystem(self._session()._jsparkSession.sessionState().newHadoopConf())
+            for action in self._read_actions(path, fs, only="txn"):
+                if action["txn"].get("appId") == app_id:
+                    return int(action["txn"]["version"])
         if scanned == count > 0 and _commit_version(deltas.apply(0).getPath().getName()) == 0:
             return None  # every commit since the table was created, and none of app_id's
         found = snapshot.transactions().get(app_id)

@@ -3,12 +3,13 @@ source.
 
 The pipeline runs here are for Synapse's line: they run in .venv-spark35 (pyspark 3.5 with delta-spark 3.2.1,
 Synapse's Spark and Delta, `make test-spark35`), so a 4.0-only API in these pipelines fails CI. On Spark 4.0 the
-same pipelines, on the same Spark Delta source, are the subject of tests/jobs/pipelines and of the Azure demo
-(tests/lakestack/test_demo.py), so in the main environment only the column check below runs (it also compares
-the Python source's columns, which .venv-spark35 does not install). Bronze is written by delta-rs (as the ingest job writes it) and streamed by Spark's own Delta
-source from the pinned jars, which reads only the files the Delta log commits (a file source over the folder
-would also list delta-rs's staging files, `part-...parquet#N`, renamed a moment later, and fail a batch now and
-then). Everything from there on is the code Synapse runs: the extra columns Spark's reader gets
+same pipelines, on the same Spark Delta source, are the subject of tests/jobs/pipelines and of the demos
+(tests/lakestack/test_demo.py: sales and fraud on the Azure path, sales and orders on the AWS path), so in the
+main environment only the column check below runs (it also compares the Python source's columns, which
+.venv-spark35 does not install). Bronze is written by delta-rs (as the ingest job writes it) and streamed by
+Spark's own Delta source from the pinned jars, which reads only the files the Delta log commits (a file source
+over the folder would also list delta-rs's staging files, `part-...parquet#N`, renamed a moment later, and fail a
+batch now and then). Everything from there on is the code Synapse runs: the extra columns Spark's reader gets
 (`jobs.sources._delta_spark`), the pipelines' transforms, the fraud state function under
 `applyInPandasWithState` with the RocksDB state store, the foreachBatch writers and the delta-rs sinks.
 """
