@@ -37,14 +37,16 @@ def read_stream(client, stream: str) -> list[bytes]:
 def test_locust_run_through_throttling_and_5xx_delivers_every_event_once(faulty_endpoint, faults, tmp_path):
     client = boto3.client("kinesis", endpoint_url=faulty_endpoint, region_name="us-east-1")
     client.create_stream(StreamName="producer-faults", ShardCount=2)
-    faults("put-throttle=0.3,kinesis-5xx=0.05", seed=21)
+    faults("put-throttle=0.3,kinesis-5xx=0.1", seed=21)
     argv = LocustRun(
         stream="producer-faults",
         region="us-east-1",
         endpoint_url=faulty_endpoint,
         ledger_dir=str(tmp_path / "ledger"),
-        users=2,
-        spawn_rate=2,
+        # One user: the calls come in one order, so the seeded draws fall the same way on every run (two users
+        # interleave their calls, and a run once drew no 5xx at all).
+        users=1,
+        spawn_rate=1,
         run_time="120s",
         max_events=1500,
         batch_size=100,
