@@ -18,13 +18,15 @@ PIP_VERSION := 26.3
 DEMO_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help demo report-screenshot test test-fast test-spark35 azurite jars jars-spark35 lint typecheck format bench lock lock-jars clean java mvn
+.PHONY: help demo report-screenshot test test-fast test-e2e test-full test-spark35 azurite jars jars-spark35 lint typecheck format bench lock lock-jars clean java mvn
 
 help:
 	@echo "make demo       run the whole pipeline on this machine (embedded emulator, no cloud account)"
-	@echo "make test       lint, type-check and run the whole test suite (what CI runs)"
+	@echo "make test       lint, type-check and run the test suite but its end-to-end runs (about 20 min fresh)"
 	@echo "make test-fast  the same without the Spark, emulator-process and demo tests (inner loop)"
+	@echo "make test-e2e   the end-to-end runs: demos, bench, soak, spark-submit, processes killed mid-batch"
 	@echo "make test-spark35  the Azure-path job tests under pyspark 3.5 (Synapse's Spark), in $(VENV35)"
+	@echo "make test-full  test, test-e2e and test-spark35: everything CI runs"
 	@echo "make bench      run the benchmarks in bench/ (slow; prints medians and ratios)"
 	@echo "make report-screenshot  the newest report page (or REPORT=path/report.html) as headless Chromium renders it"
 	@echo "make jars       fetch Spark's Delta, S3 and Kafka jars with Maven (pinned; demo and test do it on first use)"
@@ -106,9 +108,15 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
+# Every test but the end-to-end runs (marker e2e: a whole command or job in a process of its own, or a process
+# killed mid-batch), which take half the suite's time; CI runs them too (test-full).
 test: java $(STAMP) $(JARS40) $(AZURITE_STAMP) lint
-	$(BIN)/python -m pytest
-	$(MAKE) --no-print-directory test-spark35
+	$(BIN)/python -m pytest -m "not cloud and not e2e"
+
+test-e2e: java $(STAMP) $(JARS40) $(AZURITE_STAMP)
+	$(BIN)/python -m pytest -m "e2e and not cloud"
+
+test-full: test test-e2e test-spark35
 
 # Job code that runs on Synapse must hold on Spark 3.5: no 4.0-only API may slip into the Azure path.
 # The project is put on the path rather than installed: the cluster gets jobs/ as files too.

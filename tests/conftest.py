@@ -26,10 +26,17 @@ os.environ.setdefault("LAKESTACK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:Res
 _SLOW_FIXTURES = frozenset({"spark", "moto_endpoint", "faulty_endpoint", "kafka_broker", "azurite"})
 
 
+# A test that kills a process of its own mid-batch is end to end (`make test-e2e`), like the ones marked e2e.
+_E2E_FIXTURES = frozenset({"killable_child"})
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if _SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        fixtures = getattr(item, "fixturenames", ())
+        if _SLOW_FIXTURES.intersection(fixtures):
             item.add_marker(pytest.mark.slow)
+        if _E2E_FIXTURES.intersection(fixtures):
+            item.add_marker(pytest.mark.e2e)
 
 
 @pytest.fixture(scope="session")

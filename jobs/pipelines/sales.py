@@ -15,7 +15,8 @@ of processing time is always removed; the state forgets an event_id at the first
 below the watermark, itself the newest time less the delay). Each micro-batch carries both: every
 bronze row (for the counts and the quarantine) and the rows the state kept (:func:`deduplicated`). Per
 micro-batch, persisted once: invalid rows to the quarantine, kept rows to silver, per product and event-time
-minute the revenue into gold by a delta-spark MERGE that adds the batch's sums. Rows older than the
+minute the revenue into gold by a delta-spark MERGE that adds the batch's sums (a table with no rows from the
+batch gets no commit, but silver: its commit marks the batch done). Rows older than the
 watermark (the newest sale in silver less ``--watermark``) are late: kept in silver, counted, and added to
 gold's ``late_*`` columns, not to its revenue.
 
@@ -358,16 +359,20 @@ class SalesBatchWriter:
             counts = self._counts(batch, watermark)
             bronze = batch.filter(F.col(BRANCH) == ALL)
             quarantine = quarantine_rows(bronze.select(*ROW_COLUMNS), batch_id, now=now)
-            self._write(
-                batch_id,
-                "quarantine",
-                lambda: self.quarantine.append(
-                    rows_for(self.quarantine, quarantine), app_id=self.app_id, batch_id=batch_id
-                ),
-            )
-            if not self._done(self.gold, batch_id):
+            # Silver commits every batch (its transaction marks the batch done); the quarantine, gold and the JSON
+            # sink only take a batch that has rows for them: an empty write still costs a Delta commit (a second
+            # or more on two cores), and a replay of the batch finds the same nothing to write.
+            if counts["quarantined"]:
+                self._write(
+                    batch_id,
+                    "quarantine",
+                    lambda: self.quarantine.append(
+                        rows_for(self.quarantine, quarantine), app_id=self.app_id, batch_id=batch_id
+                    ),
+                )
+            if counts["silver_rows"] and not self._done(self.gold, batch_id):
                 self._merge_gold(gold_delta_rows(silver, watermark), batch_id, now)
-            if self.settings.json_sink:
+            if self.settings.json_sink and counts["silver_rows"]:
                 self._write_json(silver, batch_id)
             metrics = {
                 "batch_id": batch_id,

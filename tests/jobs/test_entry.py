@@ -143,6 +143,7 @@ def test_log_file_without_a_path_is_a_usage_error(argv):
         split_entry_options(argv)
 
 
+@pytest.mark.e2e
 def test_registered_jobs_report_errors_raised_inside_spark_as_one_line(moto_endpoint, tmp_path):
     # A real process, so that Spark's JVM starts under the entry, as it does for `python -m jobs`.
     names = ["toy-sink", "toy-state", "toy-source"]

@@ -37,7 +37,7 @@ from deltalake import DeltaTable
 from jobs.lake import storage_options_for
 from jobs.session import LOCAL_GC
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 REGION = "us-east-1"
 RECORD_BYTES = 40_000

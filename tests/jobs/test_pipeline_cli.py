@@ -259,6 +259,7 @@ def test_java_missing(job, bronze, tmp_path):
     assert one_line(result) == f"error: {JAVA_MISSING}"
 
 
+@pytest.mark.e2e
 def test_maintenance_of_a_missing_table_and_an_unknown_z_order_column(bronze, tmp_path):
     missing = run("jobs", "maintenance", "--table", str(tmp_path / "nope"), tmp_path=tmp_path)
     assert one_line(missing) == (

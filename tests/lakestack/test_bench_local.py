@@ -26,6 +26,7 @@ import pytest
 
 from lakestack.report import RunReport
 
+pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 MARKER = "LAKESTACK_TEST_BENCH_RUN"
 # Spark's first start on a busy 2-core machine can take minutes; these bound a hung run, they time nothing.

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 
 

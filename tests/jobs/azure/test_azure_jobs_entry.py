@@ -49,6 +49,7 @@ def test_each_synapse_job_loads_and_takes_the_flags_the_stack_gives_it(job, flag
     assert flag in " ".join(result.stdout.split())
 
 
+@pytest.mark.e2e
 def test_maintenance_compacts_a_table_and_records_the_run(tmp_path):
     table = str(tmp_path / "lake" / "sales")
     for start in (0, 2, 4):
