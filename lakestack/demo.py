@@ -503,9 +503,12 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
 
     def drain(self, acked_total: int, *, timeout_s: float = _DRAIN_TIMEOUT_S) -> None:
         """Wait until each pipeline has read everything its upstream wrote (at most ``timeout_s`` each), in
-        order, then stop them.
+        order, stopping each as it drains, then stop any left.
 
-        A query has drained when a trigger that started after its upstream drained found nothing new.
+        A query has drained when a trigger that started after its upstream drained found nothing new. The load
+        has ended, and every downstream query reads bronze alone, so a drained query has nothing left to do: once
+        stopped, its idle triggers (ingest polls the stream every ``idle_poll_ms``) stop taking the cores the
+        queries still draining need.
 
         Raises:
             RunFailedError: a query failed.
@@ -523,7 +526,8 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
             def tick(p: _Throttled = progress) -> None:
                 self.show.line(p())
 
-            if not _wait_for(drained, timeout_s=timeout_s, tick=tick):
+            finished = _wait_for(drained, timeout_s=timeout_s, tick=tick)
+            if not finished:
                 self.notes.append(f"{name} did not drain within {timeout_s:.0f}s")
             error = query.exception()
             if error is not None:
@@ -532,6 +536,8 @@ class DemoRun(contextlib.AbstractContextManager["DemoRun"]):
                 )
             counter.update()
             since = datetime.now(UTC)
+            if finished:
+                _stop_query(query)
         for query in reversed(list(self.queries.values())):
             _stop_query(query)
 

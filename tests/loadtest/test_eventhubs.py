@@ -154,6 +154,7 @@ def test_producer_against_the_broker_reports_positions_the_broker_holds(kafka_br
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_event_hubs_locust_user_sends_exactly_the_budget_to_the_broker(kafka_broker, unique_name, tmp_path):
     from lakestack.emulator.kafka import create_topics
 
