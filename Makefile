@@ -22,7 +22,7 @@ DEMO_ARGS ?=
 
 help:
 	@echo "make demo       run the whole pipeline on this machine (embedded emulator, no cloud account)"
-	@echo "make test       lint, type-check and run the test suite but its end-to-end runs (about 20 min fresh)"
+	@echo "make test       lint, type-check and run the test suite but its end-to-end runs"
 	@echo "make test-fast  the same without the Spark, emulator-process and demo tests (inner loop)"
 	@echo "make test-e2e   the end-to-end runs: demos, bench, soak, spark-submit, processes killed mid-batch"
 	@echo "make test-spark35  the Azure-path job tests under pyspark 3.5 (Synapse's Spark), in $(VENV35)"
@@ -128,7 +128,7 @@ test-spark35: java $(STAMP35) $(JARS35)
 	  tests/jobs/lake/test_conformance.py -k "not s3"
 
 test-fast: $(STAMP) $(JARS40) lint
-	$(BIN)/python -m pytest -m "not slow and not cloud"
+	$(BIN)/python -m pytest -m "not slow and not cloud and not e2e"
 
 bench: java $(STAMP) $(JARS40)
 	@for b in bench/bench_*.py; do echo "==> $$b"; $(BIN)/python $$b || exit $$?; done

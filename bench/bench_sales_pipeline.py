@@ -2,7 +2,8 @@
 
 One local bronze table of generated sales events (0.5% malformed, 2% duplicates, as the Locust scenario sends
 them) is read by both in the same run: the sales job with ``--trigger available-now`` (classification in
-Spark, routing in Arrow, four commits per micro-batch: quarantine, gold MERGE, silver, plus the metrics file),
+Spark, delta-spark writes: per micro-batch a silver commit, a quarantine commit and a gold MERGE when the batch has
+rows for them, plus the metrics file),
 and a bare drain of the source into Spark's noop sink (the baseline: what reading alone costs). Prints
 rows/s of each, their ratio (no target: it is the price of the pipeline's work), and the peak RSS of the
 job's process tree (driver Python + JVM + Python workers).

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from deltalake import write_deltalake
+from deltalake import DeltaTable, write_deltalake
 
 from jobs.checkpoint import SourceRef, claim_checkpoint
 from jobs.ingest import bronze_schema
@@ -400,6 +400,11 @@ def test_after_a_real_sales_run_its_checkpoint_refuses_fraud_and_keeps_two_batch
     assert [m["quarantined"] for m in sales.read_metrics(sales.SalesSettings(job=job))] == [2, 2]
     totals = sales.read_totals(sales.SalesSettings(job=job))  # every batch, the pruned ones too
     assert (totals["bronze_rows"], totals["quarantined"], totals["silver_rows"]) == (10, 10, 0)
+    # Every batch commits to silver (its transaction marks the batch done) and to the quarantine; gold, with
+    # no sale to add, keeps the version it was created at.
+    tables = ("sales", "sales_quarantine", "sales_by_product_minute")
+    versions = {name: DeltaTable(str(lake / name)).version() for name in tables}
+    assert versions == {"sales": 5, "sales_quarantine": 5, "sales_by_product_minute": 0}
 
     result = run(*pipeline("fraud", bronze, lake, checkpoint), tmp_path=tmp_path)
     assert one_line(result).startswith(
