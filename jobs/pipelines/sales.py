@@ -300,7 +300,8 @@ def _write_json_partition(sink: str, storage_options: dict[str, str]) -> Callabl
 
 
 class SalesBatchWriter:
-    """The ``foreachBatch`` function of the sales query: each table written at most once per batch, silver every batch (see the module)."""
+    """The ``foreachBatch`` function of the sales query: silver written every batch, the other tables at most
+    once per batch (see the module)."""
 
     def __init__(self, spark: SparkSession, settings: SalesSettings) -> None:
         from jobs.lake import spark_job_engine
