@@ -1,5 +1,5 @@
 """Shared fixtures: one SparkSession, one embedded AWS emulator (moto server), and for the Azure path one Kafka
-broker (Tansu) and one Azurite, per test session."""
+broker (Tansu) and one Azurite, per test session (per pytest-xdist worker when `make test` runs several)."""
 
 from __future__ import annotations
 
