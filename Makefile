@@ -16,9 +16,11 @@ JARS35 := .lakestack/jars/spark35/.verified
 # pip and uv are pinned so a fresh clone installs the lockfile the way CI did. uv installs it (parallel downloads,
 # a few times faster than pip on a first run); the lock pins the same uv for `make lock`.
 PIP_VERSION := 26.3
-UV_VERSION := $(shell sed -n 's/^uv==//p' requirements.lock)
+UV_VERSION := $(shell sed -n 's/^uv==//p' requirements.lock 2>/dev/null)
 DEMO_ARGS ?=
-TEST_WORKERS ?= auto
+# pytest-xdist workers for `make test`: one per core this process may use (nproc), at most 4 (each runs a Spark JVM
+# and the emulators, ~2 GB); 0 runs the tests in this process.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ "$$n" -gt 4 ] && n=4; echo $$n)
 
 .DEFAULT_GOAL := help
 .PHONY: help demo report-screenshot test test-fast test-e2e test-full test-spark35 azurite jars jars-spark35 lint typecheck format bench lock lock-jars clean java mvn
@@ -113,8 +115,8 @@ format: $(STAMP)
 
 # Every test but the end-to-end runs (marker e2e: a whole command or job in a process of its own, or a process
 # killed mid-batch), which take half the suite's time; CI runs them too (test-full).
-# Tests run in TEST_WORKERS pytest-xdist processes (one per core by default), each with its own SparkSession and
-# emulators; worksteal hands a free worker the slow Spark tests another still has queued.
+# Tests run in TEST_WORKERS pytest-xdist processes, each with its own SparkSession and emulators; worksteal
+# hands a free worker the slow Spark tests another still has queued.
 test: java $(STAMP) $(JARS40) $(AZURITE_STAMP) lint
 	$(BIN)/python -m pytest -m "not cloud and not e2e" -n $(TEST_WORKERS) --dist worksteal
 
