@@ -11,7 +11,7 @@ VENV35  := .venv-spark35
 STAMP35 := $(VENV35)/.installed-stamp
 AZURITE_STAMP := .lakestack/azurite/.installed-stamp
 # Spark's JVM jars (Delta, S3A, Kafka), pinned in jars/pom.xml and jars/<line>.sha256, fetched once with Maven.
-JARS40 := .lakestack/jars/spark40/.verified
+JARS41 := .lakestack/jars/spark41/.verified
 JARS35 := .lakestack/jars/spark35/.verified
 # pip and uv are pinned so a fresh clone installs the lockfile the way CI did. uv installs it (parallel downloads,
 # a few times faster than pip on a first run); the lock pins the same uv for `make lock`.
@@ -57,15 +57,15 @@ mvn:
 	  echo "       install it: 'sudo apt-get install maven' (Debian/Ubuntu) or 'brew install maven' (macOS), then run this command again." >&2; exit 2; }
 
 # Maven is asked only when the jars are missing or their pins changed (jars/fetch.py names a missing mvn too).
-$(JARS40): jars/pom.xml jars/spark40.sha256 jars/fetch.py $(STAMP)
+$(JARS41): jars/pom.xml jars/spark41.sha256 jars/fetch.py $(STAMP)
 	@$(MAKE) --no-print-directory mvn
-	$(BIN)/python jars/fetch.py --line spark40 --python $(BIN)/python
+	$(BIN)/python jars/fetch.py --line spark41 --python $(BIN)/python
 
 $(JARS35): jars/pom.xml jars/spark35.sha256 jars/fetch.py $(STAMP35)
 	@$(MAKE) --no-print-directory mvn
 	$(VENV35)/bin/python jars/fetch.py --line spark35 --python $(VENV35)/bin/python
 
-jars: $(JARS40)
+jars: $(JARS41)
 
 jars-spark35: $(JARS35)
 
@@ -92,7 +92,7 @@ $(AZURITE_STAMP): $(STAMP) lakestack/emulator/node/package-lock.json
 
 azurite: $(AZURITE_STAMP)
 
-demo: java $(STAMP) $(JARS40) $(AZURITE_STAMP)
+demo: java $(STAMP) $(JARS41) $(AZURITE_STAMP)
 	$(BIN)/lakestack demo $(DEMO_ARGS)
 
 # Needs Chromium on PATH (e.g. apt-get install chromium); nothing else does (its test skips without it).
@@ -117,10 +117,10 @@ format: $(STAMP)
 # killed mid-batch), which take half the suite's time; CI runs them too (test-full).
 # Tests run in TEST_WORKERS pytest-xdist processes, each with its own SparkSession and emulators; worksteal
 # hands a free worker the slow Spark tests another still has queued.
-test: java $(STAMP) $(JARS40) $(AZURITE_STAMP) lint
+test: java $(STAMP) $(JARS41) $(AZURITE_STAMP) lint
 	$(BIN)/python -m pytest -m "not cloud and not e2e" -n $(TEST_WORKERS) --dist worksteal
 
-test-e2e: java $(STAMP) $(JARS40) $(AZURITE_STAMP)
+test-e2e: java $(STAMP) $(JARS41) $(AZURITE_STAMP)
 	$(BIN)/python -m pytest -m "e2e and not cloud"
 
 test-full: test test-e2e test-spark35
@@ -134,10 +134,10 @@ test-spark35: java $(STAMP35) $(JARS35)
 	LAKESTACK_EXPECT_SPARK=3.5 PYTHONPATH=$(CURDIR) $(VENV35)/bin/python -m pytest -p no:cacheprovider \
 	  tests/jobs/lake/test_conformance.py -k "not s3"
 
-test-fast: $(STAMP) $(JARS40) lint
+test-fast: $(STAMP) $(JARS41) lint
 	$(BIN)/python -m pytest -m "not slow and not cloud and not e2e"
 
-bench: java $(STAMP) $(JARS40)
+bench: java $(STAMP) $(JARS41)
 	@for b in bench/bench_*.py; do echo "==> $$b"; $(BIN)/python $$b || exit $$?; done
 
 # Re-resolve the lockfile (every extra, for any platform) after changing dependencies in pyproject.toml.
@@ -148,7 +148,7 @@ lock: $(STAMP)
 
 # Re-record the jars' SHA-256s (jars/<line>.sha256) from what Maven gives for jars/pom.xml.
 lock-jars: $(STAMP) $(STAMP35) mvn
-	$(BIN)/python jars/fetch.py --line spark40 --python $(BIN)/python --lock
+	$(BIN)/python jars/fetch.py --line spark41 --python $(BIN)/python --lock
 	$(VENV35)/bin/python jars/fetch.py --line spark35 --python $(VENV35)/bin/python --lock
 
 clean:

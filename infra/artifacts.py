@@ -39,11 +39,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infra.errors import ArtifactError
+from infra.runtime import default_release
 from infra.sizing import Architecture
 
-CLUSTER_PYTHON = "3.11"
-# emr-spark-8.0.0 ships Python 3.11, 3.12 and 3.13; the packed wheels are cp311, so the steps pin this one.
-CLUSTER_PYTHON_PATH = f"/usr/bin/python{CLUSTER_PYTHON}"
+# The release ships several Pythons; the packed wheels are built for the one the steps pin (infra.runtime).
+CLUSTER_PYTHON = default_release().python
+CLUSTER_PYTHON_PATH = default_release().python_path
 LAUNCHER_NAME = "run_job.py"
 ENVIRONMENT_NAME = "environment.tar.gz"
 LAUNCHER = f'''"""spark-submit entry: `run_job.py <job> [flags]` runs `python -m jobs <job> [flags]` from the packed environment."""

@@ -19,6 +19,7 @@ from typing import Any, Literal, TypeVar, get_args
 import yaml
 
 from infra.errors import ConfigError, StackFileSyntaxError
+from infra.runtime import DEFAULT_RELEASE_LABEL, EMR_RELEASES, REFUSED_RELEASES, EmrRelease
 from infra.sizing import INSTANCE_TYPES, Sizing, size_cluster
 
 Cloud = Literal["aws", "azure"]
@@ -40,7 +41,6 @@ PIPELINES: tuple[Pipeline, ...] = get_args(Pipeline)
 # What `orders` in lakestack:pipelines stands for: both layouts, side by side, as the demo runs them.
 ORDERS_LAYOUTS: tuple[Pipeline, ...] = ("orders-cow", "orders-mor")
 BUCKET_ROLES: tuple[str, ...] = ("lake", "checkpoints", "artifacts", "logs")
-DEFAULT_RELEASE_LABEL = "emr-spark-8.0.0"
 # Kinesis keeps data 24 hours at least and 365 days at most.
 MIN_RETENTION_HOURS, MAX_RETENTION_HOURS = 24, 8760
 # EMR's auto-termination idle timeout ranges from 1 minute to 7 days.
@@ -53,7 +53,6 @@ EXPIRES_AT_TAG = "lakestack:expires-at"
 _ACCOUNT_DIGITS = 12
 _LONGEST_ROLE = max(len(r) for r in BUCKET_ROLES) + 1
 _PREFIX_RE = re.compile(r"^[a-z0-9][a-z0-9-]*[a-z0-9]$")
-_RELEASE_RE = re.compile(r"^emr-[a-z0-9.-]+$")
 _EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 # Fargate's valid task sizes: CPU units -> allowed memory (MiB).
 FARGATE_SIZES: dict[int, tuple[int, ...]] = {
@@ -116,6 +115,11 @@ class ClusterSettings:
     release_label: str = DEFAULT_RELEASE_LABEL
     idle_timeout_minutes: int = 60
     max_workers: int = 0
+
+    @property
+    def release(self) -> EmrRelease:
+        """What the release runs (``infra.runtime``): Spark, Delta, the interpreter, the Delta jar."""
+        return EMR_RELEASES[self.release_label]
 
 
 @dataclass(frozen=True)
@@ -316,6 +320,7 @@ def parse_settings(
         config.get("parallelismPerWorker"),
         parallelism=parallelism,
         pipelines=len(pipelines),
+        region=None if local or cloud != "aws" else region,
         where=where,
     )
     explicit = _mapping("lakestack:buckets", config.get("buckets"), where=where, fields=BUCKET_ROLES)
@@ -425,9 +430,10 @@ def _parse_prefix(prefix: Any, *, reserved: int, where: str) -> str:
 
 
 def _parse_cluster(
-    value: Any, per_worker_value: Any, *, parallelism: int, pipelines: int, where: str
+    value: Any, per_worker_value: Any, *, parallelism: int, pipelines: int, region: str | None, where: str
 ) -> tuple[ClusterSettings, int]:
-    """``lakestack:cluster`` and ``lakestack:parallelismPerWorker`` (bounded by the instance's vCPUs)."""
+    """``lakestack:cluster`` and ``lakestack:parallelismPerWorker`` (bounded by the instance's vCPUs); the release
+    must be one the kit knows (``infra.runtime``) and offered in ``region`` (None: no AWS region to check)."""
     raw = _mapping(
         "lakestack:cluster",
         value,
@@ -479,14 +485,9 @@ def _parse_cluster(
             "with twice the memory), raise lakestack:parallelism, or run fewer pipelines",
             where=where,
         )
-    release = raw.get("releaseLabel", DEFAULT_RELEASE_LABEL)
-    if not isinstance(release, str) or not _RELEASE_RE.match(release):
-        raise ConfigError(
-            "lakestack:cluster.releaseLabel",
-            release,
-            f"an EMR release label such as {DEFAULT_RELEASE_LABEL}",
-            where=where,
-        )
+    release = _parse_release(
+        raw.get("releaseLabel", DEFAULT_RELEASE_LABEL), region=region if enabled else None, where=where
+    )
     cluster = ClusterSettings(
         enabled=enabled,
         instance_type=instance_type,
@@ -508,6 +509,31 @@ def _parse_cluster(
         ),
     )
     return cluster, per_worker
+
+
+def _parse_release(value: Any, *, region: str | None, where: str) -> str:
+    """``lakestack:cluster.releaseLabel``: a release of :data:`infra.runtime.EMR_RELEASES` (the jobs are tested on
+    its twin), offered in the stack's region."""
+    known = ", ".join(EMR_RELEASES)
+    if not isinstance(value, str) or value not in EMR_RELEASES:
+        why = REFUSED_RELEASES.get(value) if isinstance(value, str) else None
+        allowed = f"one of {known} (the EMR releases whose Spark and Delta the jobs are tested on here)"
+        raise ConfigError(
+            "lakestack:cluster.releaseLabel",
+            value,
+            allowed + (f"; not {value}: {why}" if why else ""),
+            where=where,
+        )
+    release = EMR_RELEASES[value]
+    if region is not None and region in release.unavailable_regions:
+        raise ConfigError(
+            "aws:region",
+            region,
+            f"a region where {value} is offered (AWS does not offer it in "
+            f"{', '.join(sorted(release.unavailable_regions))}); choose another region",
+            where=where,
+        )
+    return value
 
 
 def _parse_stream(value: Any, *, prefix: str, where: str) -> StreamSettings:

@@ -1,7 +1,7 @@
 """Fetch the JVM jars a Spark line needs (jars/pom.xml), drop what pyspark ships, check them against the lock.
 
-    python jars/fetch.py --line spark40 --python .venv/bin/python          # fetch and verify (make does this)
-    python jars/fetch.py --line spark40 --python .venv/bin/python --lock   # re-record the SHA-256s (make lock-jars)
+    python jars/fetch.py --line spark41 --python .venv/bin/python          # fetch and verify (make does this)
+    python jars/fetch.py --line spark41 --python .venv/bin/python --lock   # re-record the SHA-256s (make lock-jars)
 
 The jars land in ``.lakestack/jars/<line>/`` with a ``.verified`` stamp; ``jobs.session`` hands them to Spark
 through ``spark.jars``. Every jar kept must match ``jars/<line>.sha256``: a changed or unexpected jar is refused.
@@ -22,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 POM = ROOT / "jars" / "pom.xml"
-LINES = ("spark40", "spark35")
+LINES = ("spark41", "spark35")
 STAMP = ".verified"
 
 

@@ -1,6 +1,6 @@
 """The JVM jars a local Spark session runs with: fetched once by ``make`` (``jars/fetch.py``), checked here.
 
-A cluster brings its own (EMR's Delta 4.0 and S3, Synapse's Delta 3.2 and Kafka): nothing here runs there.
+A cluster brings its own (EMR's Delta and S3, Synapse's Delta 3.2 and Kafka): nothing here runs there.
 """
 
 from __future__ import annotations
@@ -22,23 +22,39 @@ DELTA_SESSION_CONF: dict[str, str] = {
 
 
 def spark_line(version: str) -> str:
-    """The jar set for a pyspark version: ``spark40`` for 4.0.x, ``spark35`` for 3.5.x.
+    """The jar set for a pyspark version: ``spark41`` for 4.1.x (the EMR release's twin), ``spark35`` for 3.5.x
+    (Synapse's).
 
     Raises:
         PrerequisiteError: another Spark line, for which no jars are pinned.
     """
-    if version.startswith("4.0."):
-        return "spark40"
+    if version.startswith("4.1."):
+        return "spark41"
     if version.startswith("3.5."):
         return "spark35"
     raise PrerequisiteError(
-        f"pyspark {version} is installed, but jars/pom.xml pins Delta and connector jars for Spark 4.0 and "
+        f"pyspark {version} is installed, but jars/pom.xml pins Delta and connector jars for Spark 4.1 and "
         "3.5 only; install the pyspark of requirements.lock ('make test' builds .venv with it)."
     )
 
 
 def make_target(line: str) -> str:
-    return "make jars" if line == "spark40" else "make jars-spark35"
+    return "make jars" if line == "spark41" else "make jars-spark35"
+
+
+def delta_jar(jars: tuple[str, ...]) -> str:
+    """The delta-spark jar among a line's jars: its Python half (``delta.tables``) is imported from it, as EMR
+    imports it from its own Delta jar (``spark.submit.pyFiles``).
+
+    Raises:
+        PrerequisiteError: no delta-spark jar among them.
+    """
+    found = [jar for jar in jars if Path(jar).name.startswith("delta-spark_")]
+    if len(found) != 1:
+        raise PrerequisiteError(
+            f"expected one delta-spark jar among Spark's local jars, found {len(found)}; run 'make jars' again."
+        )
+    return found[0]
 
 
 def local_jars(version: str, *, root: Path | None = None) -> tuple[str, ...]:

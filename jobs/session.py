@@ -22,9 +22,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Spark 4.0 spelling (the class moved to ...streaming.checkpointing in 4.1; pyspark is pinned <4.1, and a wrong name
-# fails every local query at start, which test_session catches).
+# Spark 4.1's spelling (4.0 and 3.5 had it one package up, without ``checkpointing``); a wrong name fails every local
+# query at start, which test_session catches.
 LOCAL_CHECKPOINT_FILE_MANAGER = (
+    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+)
+_LEGACY_CHECKPOINT_FILE_MANAGER = (
     "org.apache.spark.sql.execution.streaming.FileSystemBasedCheckpointFileManager"
 )
 
@@ -240,15 +243,19 @@ def parse_spark_conf(items: Sequence[str]) -> dict[str, str]:
 
 
 def lake_conf(spark_version: str) -> dict[str, str]:
-    """A local session's Delta and S3 settings: the pinned jars (``spark.jars``), Delta's extension and
-    catalog, and ``s3://`` served by S3A (as EMR serves it with EMRFS).
+    """A local session's Delta and S3 settings: the pinned jars (``spark.jars``), Delta's Python half from its jar
+    (``spark.submit.pyFiles``, as EMR's steps take it), Delta's extension and catalog, and ``s3://`` served by
+    S3A (as EMR serves it with EMRFS), and the checkpoint file manager of this Spark line.
 
     Raises:
         PrerequisiteError: the jars were never fetched, or one differs from the lock.
     """
-    from jobs._jars import DELTA_SESSION_CONF, local_jars, s3a_conf
+    from jobs._jars import DELTA_SESSION_CONF, delta_jar, local_jars, s3a_conf
 
-    conf = {"spark.jars": ",".join(local_jars(spark_version)), **DELTA_SESSION_CONF}
+    jars = local_jars(spark_version)
+    conf = {"spark.jars": ",".join(jars), "spark.submit.pyFiles": delta_jar(jars), **DELTA_SESSION_CONF}
+    if not spark_version.startswith("4.1."):
+        conf["spark.sql.streaming.checkpointFileManagerClass"] = _LEGACY_CHECKPOINT_FILE_MANAGER
     conf |= {f"spark.hadoop.{key}": value for key, value in s3a_conf(endpoint_url=None, region=None).items()}
     return conf
 

@@ -62,7 +62,7 @@ def spark_configurations() -> list[dict[str, Any]]:
         # EMR's maximizeResourceAllocation would overwrite the executor sizing each step sets.
         {"Classification": "spark", "Properties": {"maximizeResourceAllocation": "false"}},
         {"Classification": "spark-defaults", "Properties": {"spark.sql.session.timeZone": "UTC"}},
-        # EMR's built-in Delta (4.0.0 on emr-spark-8.0.0) on Spark's class path: the jobs write every table
+        # EMR's built-in Delta (the release's, infra.runtime) on Spark's class path: the jobs write every table
         # through it (the kit ships no Delta jar to the cluster). The two session settings are on each step.
         {"Classification": "delta-defaults", "Properties": {"delta.enabled": "true"}},
     ]

@@ -24,9 +24,10 @@ import pulumi
 import pulumi_aws as aws
 from pulumi import dynamic
 
-from infra.artifacts import CLUSTER_PYTHON_PATH, ENVIRONMENT_NAME, LAUNCHER_NAME, JobArtifacts
+from infra.artifacts import ENVIRONMENT_NAME, LAUNCHER_NAME, JobArtifacts
 from infra.config import AwsCredentials
 from infra.errors import DeployError
+from infra.runtime import EmrRelease
 from infra.sizing import Sizing
 
 # Kills every live YARN application with the given name and waits until none is left; fails if YARN cannot be
@@ -52,18 +53,16 @@ STOP_WAIT_DELAY_S, STOP_WAIT_ATTEMPTS = 15, 60
 _FINISHED_CLUSTER_STATES = ("TERMINATING", "TERMINATED", "TERMINATED_WITH_ERRORS")
 
 
-# Where EMR (7.0 and later, delta-defaults enabled) keeps its Delta jar.
-EMR_DELTA_JAR = "/usr/share/aws/delta/lib/delta-spark.jar"
-
-
 def application_name(pipeline: str) -> str:
     """The YARN application (and EMR step) name of a pipeline, unique on the cluster."""
     return f"lakestack-{pipeline}"
 
 
-def job_spark_conf(sizing: Sizing, *, parallelism: int, max_workers: int) -> dict[str, str]:
+def job_spark_conf(
+    sizing: Sizing, *, release: EmrRelease, parallelism: int, max_workers: int
+) -> dict[str, str]:
     """Spark settings of one pipeline's application, set on its step (changing them replaces the step, never
-    the cluster): executors and driver as sized, the pinned interpreter, shuffle parallelism."""
+    the cluster): executors and driver as sized, the release's interpreter and Delta jar, shuffle parallelism."""
     return {
         "spark.executor.cores": str(sizing.executor_cores),
         "spark.executor.memory": f"{sizing.executor_memory_gb}g",
@@ -82,12 +81,12 @@ def job_spark_conf(sizing: Sizing, *, parallelism: int, max_workers: int) -> dic
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         # delta-spark's Python half (delta.tables) ships inside EMR's Delta jar: on the jobs' Python path, so the
         # packed environment carries no second pyspark (which the delta-spark wheel would pull in).
-        "spark.submit.pyFiles": EMR_DELTA_JAR,
+        "spark.submit.pyFiles": release.delta_jar,
         "spark.sql.shuffle.partitions": str(parallelism),
         "spark.default.parallelism": str(parallelism),
         # The packed environment is built for this interpreter; the release ships others too.
-        "spark.pyspark.python": CLUSTER_PYTHON_PATH,
-        "spark.pyspark.driver.python": CLUSTER_PYTHON_PATH,
+        "spark.pyspark.python": release.python_path,
+        "spark.pyspark.driver.python": release.python_path,
         "spark.yarn.appMasterEnv.PYTHONPATH": "./environment",
         "spark.executorEnv.PYTHONPATH": "./environment",
         # A streaming driver that dies is restarted by YARN and resumes from its checkpoint; the validity

@@ -220,7 +220,12 @@ def _cluster(
             cluster_id=cluster.cluster_id,
             region=s.region,
             job_args=job_args,
-            spark_conf=job_spark_conf(s.sizing, parallelism=s.parallelism, max_workers=s.cluster.max_workers),
+            spark_conf=job_spark_conf(
+                s.sizing,
+                release=s.cluster.release,
+                parallelism=s.parallelism,
+                max_workers=s.cluster.max_workers,
+            ),
             profile=s.aws_profile,
             credentials=s.aws_credentials,
         ),

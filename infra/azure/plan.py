@@ -14,6 +14,7 @@ from infra.azure.settings import FILESYSTEMS, AzureStackSettings
 from infra.capacity import event_hubs_capacity
 from infra.config import EXPIRES_AT_TAG
 from infra.posture import SecurityPosture
+from infra.runtime import SYNAPSE_RUNTIME
 
 
 def _allowed(settings: AzureStackSettings, *extra: str) -> str:
@@ -108,6 +109,7 @@ def plan_summary(settings: AzureStackSettings) -> dict[str, Any]:
     return {
         "stack": settings.stack,
         "cloud": settings.cloud,
+        "runtime": SYNAPSE_RUNTIME.describe() if enabled else None,
         "region": settings.location,
         "workers": sizing.workers if enabled else 0,
         "max_workers": sizing.max_workers if enabled else 0,

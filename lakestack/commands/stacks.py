@@ -58,6 +58,7 @@ def plan_summary(stack: str, *, project_dir: Path | None = None) -> dict[str, An
         "stack": stack,
         "cloud": settings.cloud,
         "region": settings.region,
+        "runtime": settings.cluster.release.describe() if enabled else None,
         "workers": sizing.workers if enabled else 0,
         "max_workers": settings.cluster.max_workers if enabled else 0,
         "executor_cores": sizing.executor_cores,
@@ -106,7 +107,7 @@ def print_plan(summary: dict[str, Any]) -> None:
     if summary["workers"]:
         per = "per pipeline " if len(summary["pipelines"]) > 1 else ""
         nodes = (
-            f"worker nodes (up to {summary['max_workers']}) + 1 driver node, Synapse Spark 3.5"
+            f"worker nodes (up to {summary['max_workers']}) + 1 driver node"
             if azure
             else f"core nodes (up to {summary['max_workers']}) + 1 primary"
         )
@@ -124,6 +125,8 @@ def print_plan(summary: dict[str, Any]) -> None:
         )
     print(f"stack {summary['stack']} ({summary['cloud']}, {summary['region']})")
     print(f"  cluster : {cluster}")
+    if summary.get("runtime"):
+        print(f"  runtime : {summary['runtime']}")
     print(f"  steps   : {', '.join(summary['pipelines'])} (one step and checkpoint each)")
     if summary["workers"] and "driver_memory_mb" in summary:
         print("\n".join(memory_lines(summary)))

@@ -157,7 +157,7 @@ def test_tls_domain_is_the_regions_private_dns_domain():
 
 
 def test_launcher_refuses_another_python_naming_the_one_to_pin(monkeypatch):
-    # The packed wheels are cp311; emr-spark-8.0.0 also ships 3.12 and 3.13.
+    # The packed wheels are cp311; the release also ships 3.13.
     monkeypatch.setattr(sys, "version_info", (3, 12, 1, "final", 0))
     monkeypatch.setattr(sys, "version", "3.12.1 (main)")
     with pytest.raises(SystemExit) as stopped:

@@ -128,7 +128,7 @@ def test_lifecycle_rules_expire_old_versions_and_logs(dev):
 
 def test_cluster_release_sizing_and_termination(dev):
     cluster = dev.one("aws:emr/cluster:Cluster").inputs
-    assert cluster["releaseLabel"] == "emr-spark-8.0.0"
+    assert cluster["releaseLabel"] == "emr-spark-8.1.0"
     assert cluster["applications"] == ["Spark"]
     assert cluster["masterInstanceGroup"] == {
         "instanceType": "m5.xlarge",
