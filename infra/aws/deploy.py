@@ -24,7 +24,13 @@ import pulumi
 import pulumi_aws as aws
 from pulumi import dynamic
 
-from infra.artifacts import CLUSTER_PYTHON_PATH, ENVIRONMENT_NAME, LAUNCHER_NAME, JobArtifacts
+from infra.artifacts import (
+    CLUSTER_PYTHON_PATH,
+    ENVIRONMENT_NAME,
+    LAUNCHER_NAME,
+    JobArtifacts,
+    on_cluster_conf,
+)
 from infra.config import AwsCredentials
 from infra.errors import DeployError
 from infra.sizing import Sizing
@@ -63,7 +69,8 @@ def application_name(pipeline: str) -> str:
 
 def job_spark_conf(sizing: Sizing, *, parallelism: int, max_workers: int) -> dict[str, str]:
     """Spark settings of one pipeline's application, set on its step (changing them replaces the step, never
-    the cluster): executors and driver as sized, the pinned interpreter, shuffle parallelism."""
+    the cluster): executors and driver as sized, the pinned interpreter, shuffle parallelism, the on-cluster
+    marker."""
     return {
         "spark.executor.cores": str(sizing.executor_cores),
         "spark.executor.memory": f"{sizing.executor_memory_gb}g",
@@ -90,6 +97,9 @@ def job_spark_conf(sizing: Sizing, *, parallelism: int, max_workers: int) -> dic
         "spark.pyspark.driver.python": CLUSTER_PYTHON_PATH,
         "spark.yarn.appMasterEnv.PYTHONPATH": "./environment",
         "spark.executorEnv.PYTHONPATH": "./environment",
+        # The driver's container does not say it runs on a cluster: without the marker the job builds a local
+        # session (local[2], the local jars, its log in a file instead of the container's stderr).
+        **on_cluster_conf(),
         # A streaming driver that dies is restarted by YARN and resumes from its checkpoint; the validity
         # interval forgives failures older than an hour, so a long-lived query is not killed by old ones.
         "spark.yarn.maxAppAttempts": "4",
