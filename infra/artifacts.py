@@ -63,6 +63,21 @@ from jobs.__main__ import main  # noqa: E402 - after the interpreter check
 
 sys.exit(main(sys.argv[1:]))
 '''
+# The variable a job reads to know it runs on a cluster (jobs.session.ON_CLUSTER_VARIABLE: infra imports nothing of
+# jobs/, tests/infra/test_artifacts.py holds the two names equal). In YARN's cluster mode the driver's container has
+# none of the variables the spark-submit process has, so without it a deployed job would build a local session.
+ON_CLUSTER_VARIABLE = "LAKESTACK_ON_CLUSTER"
+
+
+def on_cluster_conf() -> dict[str, str]:
+    """The Spark settings that mark a deployed job's driver container and executors (EMR's steps, Synapse's job
+    definitions: both run the job on YARN in cluster mode)."""
+    return {
+        f"spark.yarn.appMasterEnv.{ON_CLUSTER_VARIABLE}": "1",
+        f"spark.executorEnv.{ON_CLUSTER_VARIABLE}": "1",
+    }
+
+
 _IGNORED_PARTS = {"__pycache__", ".pytest_cache", ".ruff_cache"}
 WHEEL_DIST = "lakestack_jobs"
 LOADGEN_WHEEL_DIST = "lakestack_loadtest"

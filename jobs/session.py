@@ -99,10 +99,27 @@ JAVA_INSTALL_HINT = (
 )
 
 
+# Set to "1" by the deploy in the environment of every job's driver container and executors, on EMR and on
+# Synapse (``spark.yarn.appMasterEnv.*`` and ``spark.executorEnv.*`` in the job's Spark conf). A driver in a YARN
+# container (cluster mode) has neither SPARK_ENV_LOADED nor SPARK_SUBMIT_OPTS: those live only in the spark-submit
+# process that asked YARN for it. infra/ names the same variable (it imports nothing of jobs/; a test holds the two
+# equal).
+ON_CLUSTER_VARIABLE = "LAKESTACK_ON_CLUSTER"
+
+
 def on_cluster(environ: Mapping[str, str] | None = None) -> bool:
-    """True under spark-submit (EMR, Synapse): the cluster set Spark up, and the driver's stderr is the log."""
+    """True where a cluster set Spark up (EMR, Synapse), so its settings stand and the driver's stderr is the log.
+
+    That is a process the deploy marked (``LAKESTACK_ON_CLUSTER=1``), any YARN container (``SPARK_YARN_STAGING_DIR``:
+    a job submitted to YARN without the deploy's conf), or the spark-submit process itself (client mode).
+    """
     env = os.environ if environ is None else environ
-    return "SPARK_SUBMIT_OPTS" in env or env.get("SPARK_ENV_LOADED") == "1"
+    return (
+        env.get(ON_CLUSTER_VARIABLE) == "1"
+        or "SPARK_YARN_STAGING_DIR" in env
+        or "SPARK_SUBMIT_OPTS" in env
+        or env.get("SPARK_ENV_LOADED") == "1"
+    )
 
 
 def find_java(environ: Mapping[str, str]) -> str | None:

@@ -24,7 +24,7 @@ import pulumi
 import pulumi_aws as aws
 from pulumi import dynamic
 
-from infra.artifacts import ENVIRONMENT_NAME, LAUNCHER_NAME, JobArtifacts
+from infra.artifacts import ENVIRONMENT_NAME, LAUNCHER_NAME, JobArtifacts, on_cluster_conf
 from infra.config import AwsCredentials
 from infra.errors import DeployError
 from infra.runtime import EmrRelease
@@ -62,7 +62,8 @@ def job_spark_conf(
     sizing: Sizing, *, release: EmrRelease, parallelism: int, max_workers: int
 ) -> dict[str, str]:
     """Spark settings of one pipeline's application, set on its step (changing them replaces the step, never
-    the cluster): executors and driver as sized, the release's interpreter and Delta jar, shuffle parallelism."""
+    the cluster): executors and driver as sized, the release's interpreter and Delta jar, shuffle parallelism,
+    the on-cluster marker."""
     return {
         "spark.executor.cores": str(sizing.executor_cores),
         "spark.executor.memory": f"{sizing.executor_memory_gb}g",
@@ -89,6 +90,9 @@ def job_spark_conf(
         "spark.pyspark.driver.python": release.python_path,
         "spark.yarn.appMasterEnv.PYTHONPATH": "./environment",
         "spark.executorEnv.PYTHONPATH": "./environment",
+        # The driver's container does not say it runs on a cluster: without the marker the job builds a local
+        # session (local[2], the local jars, its log in a file instead of the container's stderr).
+        **on_cluster_conf(),
         # A streaming driver that dies is restarted by YARN and resumes from its checkpoint; the validity
         # interval forgives failures older than an hour, so a long-lived query is not killed by old ones.
         "spark.yarn.maxAppAttempts": "4",

@@ -31,7 +31,7 @@ from typing import Any, Protocol
 import pulumi
 from pulumi import dynamic
 
-from infra.artifacts import LAUNCHER, LAUNCHER_NAME, build_jobs_wheel, source_hash
+from infra.artifacts import LAUNCHER, LAUNCHER_NAME, build_jobs_wheel, on_cluster_conf, source_hash
 from infra.azure._clients import SparkBatch
 from infra.azure._waiting import Waiter
 from infra.azure.errors import DeploymentError, NotAuthorized
@@ -219,6 +219,9 @@ def job_definition(  # noqa: PLR0913 -- the job definition's keyword-only parts
                 "spark.sql.shuffle.partitions": str(parallelism),
                 "spark.default.parallelism": str(parallelism),
                 "spark.sql.session.timeZone": "UTC",
+                # Synapse runs the job on YARN in cluster mode: the driver's container does not say it runs on a
+                # cluster, and without the marker the job would build a local session.
+                **on_cluster_conf(),
             },
             "jars": [],
             "files": [],

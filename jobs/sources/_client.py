@@ -80,11 +80,13 @@ def is_retryable(error: BaseException) -> bool:
     status = http_status(error)
     if status is not None and status >= 500:
         return True
-    # botocore's connection/read timeouts are not ClientErrors.
+    # Transport errors are not ClientErrors: no connection (refused, DNS, connect timeout) and a reply that never
+    # came whole (connection reset or closed, read timeout). The same two families botocore's own retries treat as
+    # transient; a connection reset is a ConnectionClosedError, not a ConnectionError.
     from botocore.exceptions import ConnectionError as BotoConnectionError
-    from botocore.exceptions import ReadTimeoutError
+    from botocore.exceptions import HTTPClientError
 
-    return isinstance(error, BotoConnectionError | ReadTimeoutError)
+    return isinstance(error, BotoConnectionError | HTTPClientError)
 
 
 def explain_access_error(error: BaseException, *, stream: str, region: str, endpoint_url: str | None) -> None:

@@ -4,6 +4,7 @@ here; a uniquely named module, since several test folders have a `conftest`)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -163,6 +164,12 @@ class RecordingMocks(pulumi.runtime.Mocks):
 def step_conf(args: list[str]) -> dict[str, str]:
     """The ``--conf key=value`` settings of a spark-submit command line."""
     return dict(args[i + 1].split("=", 1) for i, a in enumerate(args) if a == "--conf")
+
+
+def container_environment(conf: Mapping[str, str], prefix: str) -> dict[str, str]:
+    """The variables YARN puts in a container's environment from a job's ``spark.yarn.appMasterEnv.*`` (the
+    driver's, in cluster mode) or ``spark.executorEnv.*`` (the executors') settings."""
+    return {key.removeprefix(prefix): value for key, value in conf.items() if key.startswith(prefix)}
 
 
 def stack_config(stack: str) -> dict[str, Any]:

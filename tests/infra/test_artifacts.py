@@ -12,11 +12,13 @@ import pytest
 from infra import artifacts as artifacts_module
 from infra.artifacts import (
     LAUNCHER,
+    ON_CLUSTER_VARIABLE,
     build_artifacts,
     build_jobs_wheel,
     build_loadgen_artifacts,
     cluster_requirements,
     locked_cluster_requirements,
+    on_cluster_conf,
     source_hash,
     tls_domain,
 )
@@ -149,6 +151,17 @@ def test_built_artifacts_are_reused_for_an_unchanged_hash(project: Path, tmp_pat
     lock.write_text(lock.read_text().replace("boto3==1.44.5", "boto3==1.44.6"))
     with pytest.raises(FileNotFoundError, match="nonexistent"):  # it tries to build: a new version
         build_artifacts(project, tmp_path / "out", architecture="x86_64", python="/nonexistent/python")
+
+
+def test_the_on_cluster_marker_is_the_variable_the_jobs_read():
+    from jobs.session import ON_CLUSTER_VARIABLE as JOBS_VARIABLE
+
+    # infra imports nothing of jobs/: the two names are kept equal here.
+    assert ON_CLUSTER_VARIABLE == JOBS_VARIABLE == "LAKESTACK_ON_CLUSTER"
+    assert on_cluster_conf() == {
+        "spark.yarn.appMasterEnv.LAKESTACK_ON_CLUSTER": "1",
+        "spark.executorEnv.LAKESTACK_ON_CLUSTER": "1",
+    }
 
 
 def test_tls_domain_is_the_regions_private_dns_domain():

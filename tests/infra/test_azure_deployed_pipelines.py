@@ -8,11 +8,12 @@ from datetime import timedelta
 
 import pytest
 from azure_mocks import execute_azure_program
-from pulumi_mocks import Run, stack_config
+from pulumi_mocks import Run, container_environment, stack_config
 
 from infra.azure.pricing import estimate_hourly_cost
 from infra.azure.settings import parse_azure_settings
 from infra.errors import ConfigError, NotBuiltError
+from jobs.session import on_cluster
 
 ALL = ["ingest", "sales", "fraud", "orders-cow", "orders-mor", "maintenance"]
 LAKE = "abfss://lake@lakestackazdev.dfs.core.windows.net"
@@ -136,6 +137,17 @@ def test_no_two_pipelines_share_a_checkpoint(run):
         "lake": f"{LAKE}/orders-mor",
         "checkpoint": f"{CHECKPOINTS}/orders-mor",
     }
+
+
+@pytest.mark.parametrize("pipeline", ALL)
+def test_every_job_definition_marks_its_driver_and_executors_as_on_a_cluster(run, pipeline):
+    conf = _props(run, pipeline)["conf"]
+    assert conf["spark.yarn.appMasterEnv.LAKESTACK_ON_CLUSTER"] == "1"
+    assert conf["spark.executorEnv.LAKESTACK_ON_CLUSTER"] == "1"
+    # Synapse runs the job on YARN in cluster mode: the environment YARN builds from these settings is enough
+    # for the job to know it runs on a cluster.
+    assert on_cluster(container_environment(conf, "spark.yarn.appMasterEnv."))
+    assert on_cluster(container_environment(conf, "spark.executorEnv."))
 
 
 def test_the_pool_fits_every_pipelines_driver_and_executors(run):

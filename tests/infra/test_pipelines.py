@@ -5,10 +5,11 @@ tables are registered in the Glue database for Athena."""
 from __future__ import annotations
 
 import pytest
-from pulumi_mocks import ACCOUNT, Run, execute_program, stack_config, step_conf
+from pulumi_mocks import ACCOUNT, Run, container_environment, execute_program, stack_config, step_conf
 
 from infra.errors import NotBuiltError
 from infra.pipelines import pipeline_args
+from jobs.session import on_cluster
 
 ALL = ["ingest", "sales", "fraud", "orders-cow", "orders-mor", "maintenance"]
 CONFIG = {
@@ -159,6 +160,16 @@ def test_each_pipelines_application_gets_its_share_of_the_nodes(run):
     # MB per pipeline's executor: 2 GB heap (3072 / 1.1 = 2792 MB, whole GB) and 1024 MB overhead.
     assert (conf["spark.executor.memory"], conf["spark.executor.memoryOverhead"]) == ("2g", "1024m")
     assert conf["spark.dynamicAllocation.minExecutors"] == "2"
+
+
+@pytest.mark.parametrize("pipeline", ALL)
+def test_every_step_marks_its_driver_and_executors_as_on_a_cluster(run, pipeline):
+    conf = step_conf(run.named(f"jobs-{pipeline}").inputs["args"])
+    assert conf["spark.yarn.appMasterEnv.LAKESTACK_ON_CLUSTER"] == "1"
+    assert conf["spark.executorEnv.LAKESTACK_ON_CLUSTER"] == "1"
+    # The environment YARN builds from these settings is enough for the job to know it runs on a cluster.
+    assert on_cluster(container_environment(conf, "spark.yarn.appMasterEnv."))
+    assert on_cluster(container_environment(conf, "spark.executorEnv."))
 
 
 def test_every_pipelines_tables_are_registered_as_delta_tables(run):

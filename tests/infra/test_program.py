@@ -320,6 +320,7 @@ def test_jobs_are_uploaded_under_their_hash_and_started_as_a_step(dev):
     ]
     assert {k: v for k, v in step_conf(args).items() if k.startswith("spark.yarn.")} == {
         "spark.yarn.appMasterEnv.PYTHONPATH": "./environment",
+        "spark.yarn.appMasterEnv.LAKESTACK_ON_CLUSTER": "1",
         "spark.yarn.maxAppAttempts": "4",
         "spark.yarn.am.attemptFailuresValidityInterval": "1h",
     }

@@ -1,23 +1,30 @@
-"""The local session: its Python workers (warmed, started through the wrapper), its JVM's collector."""
+"""The local session: its Python workers (warmed, started through the wrapper), its JVM's collector; and where a job
+knows it runs on a cluster, whose settings and log then stand."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+import jobs.session
+from jobs.entry import run_job
 from jobs.session import (
     LOCAL_CHECKPOINT_FILE_MANAGER,
     WORKER_PYTHON_WRAPPER,
+    SessionOverrides,
     _collector_chosen,
     _output_to,
     _worker_python,
+    build_session,
     installed_pyspark_zip,
     local_java_options,
+    on_cluster,
     stop_session,
     warm_python_workers,
 )
@@ -279,3 +286,193 @@ def test_a_session_whose_jvm_is_gone_is_still_stopped():
     stop_session(SimpleNamespace(_jvm=None, stop=lambda: calls.append("session.stop")))  # type: ignore[arg-type]
 
     assert calls == ["session.stop"]
+
+
+# A job's driver in its YARN container (cluster mode), as spark-submit of a probe on a real YARN (Hadoop 3.4.1's
+# MiniYARNCluster) showed it: no SPARK_ENV_LOADED, no SPARK_SUBMIT_OPTS (those live in the spark-submit process).
+YARN_DRIVER = {
+    "SPARK_USER": "hadoop",
+    "SPARK_YARN_STAGING_DIR": "hdfs://ip-10-0-1-5:8020/user/hadoop/.sparkStaging/application_1767225600000_0001",
+    "CONTAINER_ID": "container_1767225600000_0001_01_000001",
+    "PYSPARK_PYTHON": "/usr/bin/python3.11",
+    "PYSPARK_GATEWAY_PORT": "41233",
+    "PYSPARK_GATEWAY_SECRET": "c2VjcmV0",
+    "SPARK_PREFER_IPV6": "false",
+    "HADOOP_TOKEN_FILE_LOCATION": "/mnt/yarn/usercache/hadoop/appcache/container_tokens",
+    "PYTHONPATH": "./environment",  # spark.yarn.appMasterEnv.PYTHONPATH, as the deploy sets it
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+}
+DEPLOYED_DRIVER = {**YARN_DRIVER, "LAKESTACK_ON_CLUSTER": "1"}
+# The spark-submit process itself (client mode: the driver runs in it).
+SPARK_SUBMIT = {
+    "SPARK_ENV_LOADED": "1",
+    "SPARK_HOME": "/usr/lib/spark",
+    "PYSPARK_GATEWAY_PORT": "41233",
+    "PYSPARK_GATEWAY_SECRET": "c2VjcmV0",
+    "PYTHONHASHSEED": "0",
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+}
+LOCAL_RUN = {
+    "PATH": "/home/dev/lakestack/.venv/bin:/usr/bin:/bin",
+    "HOME": "/home/dev",
+    "VIRTUAL_ENV": "/home/dev/lakestack/.venv",
+    "JAVA_HOME": "/usr/lib/jvm/java-17-openjdk-amd64",
+    "LAKESTACK_JAVA_OPTIONS": "-XX:TieredStopAtLevel=1",
+}
+
+
+def _without(environment: dict[str, str], *names: str) -> dict[str, str]:
+    return {name: value for name, value in environment.items() if name not in names}
+
+
+@pytest.mark.parametrize(
+    ("environment", "expected"),
+    [
+        pytest.param(DEPLOYED_DRIVER, True, id="driver-container-as-deployed"),
+        pytest.param(YARN_DRIVER, True, id="driver-container-submitted-without-the-marker"),
+        pytest.param(
+            _without(DEPLOYED_DRIVER, "SPARK_YARN_STAGING_DIR"),
+            True,
+            id="marked-container-without-staging-dir",
+        ),
+        pytest.param({**LOCAL_RUN, "LAKESTACK_ON_CLUSTER": "1"}, True, id="the-marker-alone"),
+        pytest.param(
+            _without(YARN_DRIVER, "SPARK_YARN_STAGING_DIR"),
+            False,
+            id="container-variables-without-staging-dir",
+        ),
+        pytest.param({**LOCAL_RUN, "LAKESTACK_ON_CLUSTER": "0"}, False, id="the-marker-set-to-0"),
+        pytest.param(SPARK_SUBMIT, True, id="spark-submit-process"),
+        pytest.param({**LOCAL_RUN, "SPARK_SUBMIT_OPTS": "-Dx=1"}, True, id="spark-submit-opts"),
+        pytest.param(LOCAL_RUN, False, id="local-run"),
+        pytest.param({}, False, id="empty"),
+    ],
+)
+def test_on_cluster_recognises_a_deployed_driver_yarn_and_spark_submit_not_a_local_run(environment, expected):
+    assert on_cluster(environment) is expected
+
+
+class RecordingBuilder:
+    """``SparkSession.builder`` without a JVM: records what the session would be built with."""
+
+    def __init__(self) -> None:
+        self.app_name: str | None = None
+        self.master_url: str | None = None
+        self.conf: dict[str, str] = {}
+
+    def appName(self, name: str) -> RecordingBuilder:
+        self.app_name = name
+        return self
+
+    def master(self, url: str) -> RecordingBuilder:
+        self.master_url = url
+        return self
+
+    def config(self, key: str, value: str) -> RecordingBuilder:
+        self.conf[key] = value
+        return self
+
+    def getOrCreate(self) -> SimpleNamespace:
+        return SimpleNamespace(sparkContext=SimpleNamespace(setLogLevel=lambda level: None))
+
+
+@pytest.fixture
+def recording_builder(monkeypatch):
+    """A process environment of the test's own (``os.environ`` replaced by a dict, so what the session sets is
+    dropped after the test), a recording builder, and the entry's --spark-master/--spark-conf set."""
+    from pyspark.sql import SparkSession
+
+    builder = RecordingBuilder()
+    monkeypatch.setattr(SparkSession, "builder", builder)
+    monkeypatch.setattr(
+        jobs.session,
+        "_overrides",
+        SessionOverrides(master="local-cluster[2,1,1024]", conf={"spark.driver.maxResultSize": "8m"}),
+    )
+    monkeypatch.setattr(
+        jobs.session,
+        "lake_conf",
+        lambda version: {"spark.jars": "/work/.lakestack/jars/spark40/delta-spark.jar"},
+    )
+    monkeypatch.setattr(jobs.session, "check_java", lambda: 17)
+    return builder
+
+
+def test_on_a_cluster_the_session_keeps_spark_submits_settings_and_its_stderr(
+    recording_builder, monkeypatch, tmp_path
+):
+    def refuse(*_args: object) -> None:
+        raise AssertionError("a cluster's session must not check for or load the local jars or Java")
+
+    monkeypatch.setattr(jobs.session, "lake_conf", refuse)
+    monkeypatch.setattr(jobs.session, "check_java", refuse)
+    environment = dict(DEPLOYED_DRIVER)
+    monkeypatch.setattr(os, "environ", environment)
+
+    build_session(
+        "lakestack-ingest", conf={"spark.sql.shuffle.partitions": "8"}, jvm_output=tmp_path / "spark.log"
+    )
+
+    assert recording_builder.app_name == "lakestack-ingest"
+    assert recording_builder.master_url is None  # spark-submit's --master yarn stands
+    assert recording_builder.conf == {
+        "spark.sql.shuffle.partitions": "8"
+    }  # no local jars, defaults or overrides
+    assert "SPARK_LOCAL_IP" not in environment
+    assert environment["PYSPARK_PYTHON"] == "/usr/bin/python3.11"  # the deploy's interpreter, not this one
+    assert not (tmp_path / "spark.log").exists()  # the JVM's output stays on the container's stderr
+
+
+def test_a_local_session_gets_the_local_master_jars_loopback_and_jvm_log_file(
+    recording_builder, monkeypatch, tmp_path
+):
+    environment = dict(LOCAL_RUN)
+    monkeypatch.setattr(os, "environ", environment)
+
+    build_session(
+        "lakestack-ingest", conf={"spark.sql.shuffle.partitions": "8"}, jvm_output=tmp_path / "spark.log"
+    )
+
+    assert recording_builder.master_url == "local-cluster[2,1,1024]"  # the entry's --spark-master
+    conf = recording_builder.conf
+    assert conf["spark.jars"] == "/work/.lakestack/jars/spark40/delta-spark.jar"
+    assert conf["spark.driver.maxResultSize"] == "8m"  # the entry's --spark-conf
+    assert conf["spark.ui.enabled"] == "false"  # a local default
+    assert conf["spark.sql.shuffle.partitions"] == "8"
+    assert environment["SPARK_LOCAL_IP"] == "127.0.0.1"
+    assert (tmp_path / "spark.log").exists()
+
+
+def test_a_local_session_without_an_entry_master_runs_local_2(recording_builder, monkeypatch):
+    monkeypatch.setattr(jobs.session, "_overrides", SessionOverrides())
+    monkeypatch.setattr(os, "environ", dict(LOCAL_RUN))
+
+    build_session()
+
+    assert recording_builder.master_url == "local[2]"
+
+
+@pytest.mark.parametrize(
+    ("environment", "log_files", "jvm_output_on_terminal"),
+    [
+        pytest.param(DEPLOYED_DRIVER, [], True, id="cluster"),
+        pytest.param(LOCAL_RUN, ["toy"], False, id="local"),
+    ],
+)
+def test_on_a_cluster_the_job_log_is_the_drivers_stderr_not_a_file(
+    monkeypatch, tmp_path, capfd, environment, log_files, jvm_output_on_terminal
+):
+    monkeypatch.setattr(os, "environ", dict(environment))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where a local run's default job log goes
+
+    def body() -> int:
+        os.write(2, b"WARN TaskSetManager: what the JVM writes to its stderr\n")
+        return 0
+
+    assert run_job("toy", body) == 0
+
+    folder = tmp_path / "lakestack-jobs"
+    assert [path.name.split("-")[0] for path in sorted(folder.glob("*.log"))] == log_files
+    # On a cluster YARN collects the driver container's stderr: the JVM's output must stay there.
+    terminal = capfd.readouterr().err
+    assert ("WARN TaskSetManager: what the JVM writes to its stderr" in terminal) is jvm_output_on_terminal

@@ -3,7 +3,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, ConnectionClosedError, EndpointConnectionError, ReadTimeoutError
 from locust.env import Environment
 
 from loadtest.clients.kinesis import (
@@ -15,6 +15,7 @@ from loadtest.clients.kinesis import (
 )
 from loadtest.errors import RecordTooLargeError, StreamNotFoundError
 from loadtest.events import Event
+from loadtest.ledger import LedgerWriter, read_ledger
 from loadtest.stats import record_logger
 
 THROTTLED = "ProvisionedThroughputExceededException"
@@ -127,6 +128,37 @@ def test_throttled_call_is_retried_whole():
     assert len(fake.calls) == 2
     assert [a.event.event_id for a in result.acknowledged] == ["id-0", "id-1"]
     assert result.throttled_attempts == 2
+
+
+ENDPOINT = "https://kinesis.us-east-1.amazonaws.com"
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        pytest.param(EndpointConnectionError(endpoint_url=ENDPOINT), id="endpoint-connection"),
+        pytest.param(ReadTimeoutError(endpoint_url=ENDPOINT), id="read-timeout"),
+        pytest.param(ConnectionClosedError(endpoint_url=ENDPOINT), id="connection-reset"),
+    ],
+)
+def test_a_transport_error_without_an_aws_code_resends_the_call_and_the_ledger_gets_each_event_once(
+    tmp_path, error
+):
+    fake = FakeKinesis([error, [None, None, None]])
+    kinesis, sleeps = producer(fake)
+    ledger = LedgerWriter(tmp_path)
+
+    result = kinesis.send([event(0), event(1), event(2)], on_acknowledged=ledger.write_acknowledged)
+    ledger.close()
+
+    assert fake.calls == [[b"x" * 10] * 3] * 2
+    assert (result.calls, result.call_errors, result.retried, result.failed) == (2, 1, 3, [])
+    assert len(sleeps) == 1
+    assert [(e.event_id, e.shard_id, e.sequence_number) for e in read_ledger(tmp_path)] == [
+        ("id-0", "shardId-000000000001", "1"),
+        ("id-1", "shardId-000000000001", "2"),
+        ("id-2", "shardId-000000000001", "3"),
+    ]
 
 
 def test_missing_stream_raises_a_clear_error():

@@ -6,6 +6,11 @@ from __future__ import annotations
 import logging
 from types import SimpleNamespace
 
+import pyarrow as pa
+import pytest
+
+import jobs.lake.sink
+from jobs.lake.engine import AppendResult
 from jobs.lake.sink import foreach_batch_writer
 
 
@@ -45,3 +50,45 @@ def test_a_replayed_batch_reports_no_rows_not_committed_and_why(caplog):
     assert [r.getMessage() for r in caplog.records] == [
         "lake s3://lake/silver/sales app=q-sales batch=2 skipped: already committed (txn version 3)"
     ]
+
+
+class RecordingTable(CommittedTable):
+    """The same table, whose appends are recorded (batch 3 is in its log)."""
+
+    def __init__(self) -> None:
+        self.appended: list[tuple[int, int]] = []
+
+    def append(self, data: pa.Table, *, app_id: str, batch_id: int, **_kwargs) -> AppendResult:
+        self.appended.append((batch_id, data.num_rows))
+        return AppendResult(committed=True, table_version=4, rows=data.num_rows)
+
+
+SKIPPED = "lake s3://lake/silver/sales app=q-sales batch={} skipped: already committed (txn version 3)"
+
+
+@pytest.mark.parametrize(
+    ("batch_id", "appended", "logged"),
+    [
+        # Spark replays the batch whose Delta commit happened and whose checkpoint entry did not: the same id.
+        pytest.param(3, [], SKIPPED.format(3), id="replay-of-the-committed-batch"),
+        pytest.param(2, [], SKIPPED.format(2), id="an-older-batch"),
+        pytest.param(
+            4,
+            [(4, 2)],
+            "lake s3://lake/silver/sales app=q-sales batch=4 rows=2 version=4 committed in ",
+            id="the-next",
+        ),
+    ],
+)
+def test_a_batch_is_skipped_up_to_and_including_the_tables_transaction_version(
+    monkeypatch, caplog, batch_id, appended, logged
+):
+    monkeypatch.setattr(jobs.lake.sink, "to_arrow", lambda frame: pa.table({"id": [1, 2]}))
+    table = RecordingTable()
+    writer = foreach_batch_writer(table, app_id="q-sales")
+    with caplog.at_level(logging.INFO, logger="jobs.lake.sink"):
+        writer(object(), batch_id)
+
+    assert table.appended == appended
+    [message] = [r.getMessage() for r in caplog.records]
+    assert message.startswith(logged)

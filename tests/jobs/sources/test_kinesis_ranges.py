@@ -38,20 +38,22 @@ BASE = 49_000_000_000_000_000_000_000_000_000_000_000_000_000_000_000
 
 
 class OneShard:
-    """One shard whose sequence numbers step by 10 (never contiguous, like AWS); payloads of 100 bytes."""
+    """One shard whose sequence numbers step by 10 from BASE (never contiguous, like AWS) unless told otherwise;
+    payloads of 100 bytes."""
 
     arrival = T0
     never_behind = False  # moto answers MillisBehindLatest 0 whatever is left
 
-    def __init__(self, records: int, *, reply_limit: int = 10_000) -> None:
+    def __init__(self, records: int, *, reply_limit: int = 10_000, base: int = BASE, step: int = 10) -> None:
         self.seqs: list[int] = []
         self.reply_limit = reply_limit
         self.get_records_calls = 0
+        self.base, self.step = base, step
         self.append(records)
 
     def append(self, records: int) -> None:
         start = len(self.seqs)
-        self.seqs.extend(BASE + 10 * (start + i) for i in range(records))
+        self.seqs.extend(self.base + self.step * (start + i) for i in range(records))
 
     def get_shard_iterator(self, **kwargs):
         kind = kwargs["ShardIteratorType"]
@@ -68,9 +70,10 @@ class OneShard:
             "Records": [
                 {
                     "SequenceNumber": str(s),
-                    "Data": f"{(s - BASE) // 10:08d}".encode().ljust(100, b"."),
+                    "Data": f"{(s - self.base) // self.step:08d}".encode().ljust(100, b"."),
                     "PartitionKey": "k",
-                    "ApproximateArrivalTimestamp": self.arrival + dt.timedelta(milliseconds=(s - BASE) // 10),
+                    "ApproximateArrivalTimestamp": self.arrival
+                    + dt.timedelta(milliseconds=(s - self.base) // self.step),
                 }
                 for s in batch
             ],
@@ -189,6 +192,30 @@ def test_a_replay_whose_records_expired_is_data_loss(tmp_path):
 
 
 LIMITS = Limits(records=100, bytes=10**9, seconds=60)
+
+
+@pytest.mark.parametrize(
+    ("base", "step", "end", "ended_at"),
+    [
+        # moto numbers a shard's records 1, 2, 3, ...: as text "9" sorts after "10".
+        pytest.param(1, 1, "10", "9", id="moto-9-against-10"),
+        # AWS's are 56-digit decimals, beyond a float's precision.
+        pytest.param(BASE, 10, str(BASE + 90), str(BASE + 80), id="56-digits"),
+        pytest.param(10**56 - 90, 10, str(10**56), str(10**56 - 10), id="56-digits-against-57"),
+    ],
+)
+def test_a_replay_that_ends_before_the_recorded_end_is_data_loss_by_number_not_text(
+    tmp_path, base, step, end, ended_at
+):
+    client = OneShard(10, base=base, step=step)
+    log = RangeLog(CheckpointStore(str(tmp_path), lambda: None), retain=100)
+    first = _read_from_start(client, log, LIMITS, batch=0)
+    assert first.last_sequence == end
+    assert _read_from_start(client, log, LIMITS, batch=0).sequence_numbers == first.sequence_numbers
+    client.seqs = client.seqs[:9]  # the range's last record is gone, its first is still there
+    with pytest.raises(DataLossError) as caught:
+        _read_from_start(client, log, LIMITS, batch=0)
+    assert f"up to sequence number {end}, but the shard ended at {ended_at}:" in str(caught.value)
 
 
 def _expired_first_records(tmp_path, *, fail_on_data_loss: bool):
