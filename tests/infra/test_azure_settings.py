@@ -230,6 +230,7 @@ def test_stack_without_pool_pays_for_event_hubs_only():
 def test_plan_has_the_aws_keys_and_the_security_section():
     plan = plan_summary(load_azure_settings("azure-dev"))
     assert set(plan) == {
+        "runtime",
         "pipelines",
         "buckets",
         "expires_at",

@@ -76,7 +76,7 @@ def test_local_checkpoint_logs_go_through_the_file_system_manager_and_never_over
     hadoop_conf = spark._jsparkSession.sessionState().newHadoopConf()
     log_dir = jvm.org.apache.hadoop.fs.Path(tmp_path.as_uri())
     manager = (
-        getattr(jvm.org.apache.spark.sql.execution.streaming, "CheckpointFileManager$")
+        getattr(jvm.org.apache.spark.sql.execution.streaming.checkpointing, "CheckpointFileManager$")
         .__getattr__("MODULE$")
         .create(log_dir, hadoop_conf)
     )

@@ -206,10 +206,10 @@ def test_plan_text_for_an_azure_stack_prints_shape_and_security(tmp_path: Path, 
     monkeypatch.setattr(stack_cli, "plan_summary", lambda stack: original(stack, project_dir=tmp_path))
     assert run_cli(["plan", "--stack", "az"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[:5] == [
+    assert out[:6] == [
         "stack az (azure, eastus)",
-        "  cluster : 2 x Small worker nodes (up to 2) + 1 driver node, Synapse Spark 3.5; each runs 1 executor "
-        "with 4 cores and 28 GB",
+        "  cluster : 2 x Small worker nodes (up to 2) + 1 driver node; each runs 1 executor with 4 cores and 28 GB",
+        "  runtime : Synapse Spark 3.5 (Spark 3.5.5, Delta 3.2.1, Python 3.11; supported to 2028-10-31)",
         "  steps   : ingest (one step and checkpoint each)",
         "  stream  : Event Hubs standard, 6 partitions",
         "  buckets : lake        abfss://lake@lakestackaz.dfs.core.windows.net/",

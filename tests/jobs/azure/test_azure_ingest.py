@@ -1,6 +1,6 @@
 """The ingest job's Azure path, as it runs on Synapse (Spark 3.5): Kafka rows -> bronze, exactly once.
 
-These tests run twice in `make test`: in the main environment (pyspark 4.0) and in .venv-spark35 (pyspark 3.5,
+These tests run twice in `make test`: in the main environment (pyspark 4.1) and in .venv-spark35 (pyspark 3.5,
 Synapse's Spark), so a 4.0-only API in this path fails CI. The end-to-end test reads the local broker (Tansu)
 with Spark's own Kafka source, the one Synapse runs; the others feed Parquet files laid out exactly as that
 source's rows (its schema) to the same column mapping and foreachBatch writer, to pin replays and commits.
@@ -86,7 +86,7 @@ def _bronze_rows(settings: ingest.IngestSettings) -> list[tuple]:
 
 def test_runs_on_the_spark_this_environment_promises():
     # `make test-spark35` sets LAKESTACK_EXPECT_SPARK=3.5: these tests must really have run on Synapse's Spark.
-    expected = os.environ.get("LAKESTACK_EXPECT_SPARK", "4.0")
+    expected = os.environ.get("LAKESTACK_EXPECT_SPARK", "4.1")
     assert pyspark.__version__.startswith(expected + ".")
 
 
