@@ -39,15 +39,15 @@ help:
 	@echo "make lock-jars  re-record the jars' SHA-256s after changing jars/pom.xml"
 	@echo "make clean      remove .venv, reports and caches"
 
-# Java 17+ is what pyspark 4.0 runs on; say which package to install instead of failing deep in Spark.
+# Java 17+ is what pyspark 4.1 runs on; say which package to install instead of failing deep in Spark.
 java:
 	@command -v java >/dev/null 2>&1 || { \
-	  echo "error: Java 17 or newer is required by Spark (pyspark 4.0) and 'java' was not found on PATH." >&2; \
+	  echo "error: Java 17 or newer is required by Spark (pyspark 4.1) and 'java' was not found on PATH." >&2; \
 	  echo "       install it: 'sudo apt-get install openjdk-17-jre-headless' (Debian/Ubuntu)," >&2; \
 	  echo "       'brew install openjdk@17' (macOS), then run this command again." >&2; exit 2; }
 	@v=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1); \
 	if [ -z "$$v" ] || [ "$$v" -lt 17 ]; then \
-	  echo "error: Java 17 or newer is required by Spark (pyspark 4.0); found Java '$$v'." >&2; \
+	  echo "error: Java 17 or newer is required by Spark (pyspark 4.1); found Java '$$v'." >&2; \
 	  echo "       install 'openjdk-17-jre-headless' (Debian/Ubuntu) or 'openjdk@17' (macOS) and put it first on PATH." >&2; exit 2; fi
 
 # Maven fetches the jars Spark runs with here (Delta, S3A, Kafka): say which package to install when it is missing.
@@ -130,7 +130,7 @@ test-full: test test-e2e test-spark35
 test-spark35: java $(STAMP35) $(JARS35)
 	LAKESTACK_EXPECT_SPARK=3.5 PYTHONPATH=$(CURDIR) $(VENV35)/bin/python -m pytest -p no:cacheprovider tests/jobs/azure
 	@# The lake conformance suite again, on Synapse's Delta line (3.2.1): both engines, every case but the two on
-	@# the S3 emulator (moto is not in this environment; S3 is AWS's path, which runs Spark 4.0).
+	@# the S3 emulator (moto is not in this environment; S3 is AWS's path, which runs Spark 4.1).
 	LAKESTACK_EXPECT_SPARK=3.5 PYTHONPATH=$(CURDIR) $(VENV35)/bin/python -m pytest -p no:cacheprovider \
 	  tests/jobs/lake/test_conformance.py -k "not s3"
 

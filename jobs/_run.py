@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
-# A bounded run is a fast processing-time trigger stopped once a trigger finds nothing new (Spark 4.0 runs a
+# A bounded run is a fast processing-time trigger stopped once a trigger finds nothing new (Spark 4.0 and 4.1 run a
 # Python source only once under Trigger.AvailableNow); see caught_up below.
 DRAIN_POLL = "500 milliseconds"
 # The longest a stop waits for the micro-batch in flight to end before it interrupts it.

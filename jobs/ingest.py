@@ -368,7 +368,7 @@ def start(
         .option("checkpointLocation", settings.checkpoint)
         .foreachBatch(make_batch_writer(spark, settings, stages=stages))
     )
-    # Spark 4.0 falls back to a single (capped) batch for Python sources under Trigger.AvailableNow, so
+    # Spark 4.0 and 4.1 fall back to a single (capped) batch for Python sources under Trigger.AvailableNow, so
     # available-now is a fast processing-time trigger that `run()` stops once the source has caught up.
     interval = DRAIN_POLL if settings.available_now else f"{settings.processing_seconds:g} seconds"
     writer = writer.trigger(processingTime=interval)

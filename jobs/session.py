@@ -139,7 +139,7 @@ def check_java(environ: Mapping[str, str] | None = None) -> int:
     java = find_java(os.environ if environ is None else environ)
     if java is None:
         raise PrerequisiteError(
-            f"Spark (pyspark 4.0) needs Java 17 or newer and no 'java' was found; {JAVA_INSTALL_HINT}."
+            f"Spark (pyspark 4) needs Java 17 or newer and no 'java' was found; {JAVA_INSTALL_HINT}."
         )
     return _java_major(java)
 
@@ -171,7 +171,7 @@ def _java_major(java: str) -> int:
         major = int(match.group(2))
     if major < 17:
         raise PrerequisiteError(
-            f"Spark (pyspark 4.0) needs Java 17 or newer; {java} is Java {major}. {JAVA_INSTALL_HINT}."
+            f"Spark (pyspark 4) needs Java 17 or newer; {java} is Java {major}. {JAVA_INSTALL_HINT}."
         )
     return major
 

@@ -59,7 +59,7 @@ class Availability:
 
 
 class JvmDeltaEngine(TableHandles):
-    """Delta tables through delta-spark in the active SparkSession (EMR Delta 4.0, Synapse Delta 3.2).
+    """Delta tables through delta-spark in the active SparkSession (EMR's Delta 4.2, Synapse's Delta 3.2).
 
     Storage settings come from Spark's Hadoop configuration there; ``storage_options`` are ignored.
     """
@@ -83,7 +83,12 @@ class JvmDeltaEngine(TableHandles):
         try:
             import delta.tables  # noqa: F401  # the Python half of delta-spark
         except ImportError as error:
-            return Availability(False, f"the delta-spark Python package is not installed ({error})")
+            return Availability(
+                False,
+                f"delta-spark's Python half (delta.tables) does not import ({error}): it comes from the Delta jar on "
+                "spark.submit.pyFiles (EMR's steps name /usr/share/aws/delta/lib/delta-spark.jar; "
+                "jobs.session.build_session the pinned jar) or from the delta-spark package",
+            )
         spark = self._session_or_none()
         if spark is None:
             return Availability(False, "no active SparkSession to load the Delta classes in")
@@ -149,7 +154,7 @@ class JvmDeltaEngine(TableHandles):
         log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table_uri)
         none = jvm.scala.Option.empty()
         if _spark_major(spark) >= 4:
-            # Delta 4.0: (stalenessAcceptable, checkIfUpdatedSinceTs, catalogTableOpt)
+            # Delta 4.x: (stalenessAcceptable, checkIfUpdatedSinceTs, catalogTableOpt)
             snapshot = log.update(False, none, none)
         else:
             snapshot = log.update(False, none)  # Delta 3.2 (Synapse): no catalog table argument
@@ -323,7 +328,7 @@ class JvmDeltaEngine(TableHandles):
             # and naming the property here would move the table to the table-features protocol (writer 7).
             builder = DeltaTable.createIfNotExists(spark).location(table_uri).addColumns(empty.schema)
             if change_data_feed:
-                # Writer 4, CDF's legacy protocol, as delta-rs writes it: Delta 4.0 alone would pick the
+                # Writer 4, CDF's legacy protocol, as delta-rs writes it: Delta 4 alone would pick the
                 # table-features protocol (writer 7), which older readers need not understand.
                 builder = builder.property("delta.enableChangeDataFeed", "true").property(
                     "delta.minWriterVersion", "4"
@@ -550,7 +555,7 @@ class JvmDeltaEngine(TableHandles):
 
 
 def driver_frame(spark: SparkSession, data: pa.Table) -> DataFrame:
-    """A DataFrame of driver-side Arrow data (tests, tools, a few records): Spark 4.0 takes the Arrow table,
+    """A DataFrame of driver-side Arrow data (tests, tools, a few records): Spark 4 takes the Arrow table,
     Spark 3.5 (Synapse) takes it through pandas with the schema spelled out."""
     data = normalize_timestamps(data)
     if _spark_major(spark) >= 4:

@@ -128,7 +128,7 @@ def add_delta_reader_argument(parser: argparse.ArgumentParser) -> None:
         default="auto",
         choices=DELTA_READERS,
         help="how --source-table is read: Spark's own Delta source (spark: Synapse, where its jars load), the "
-        "kit's Python source (python: Spark 4.0), or auto: Spark's where its classes load (default: %(default)s)",
+        "kit's Python source (python: Spark 4), or auto: Spark's where its classes load (default: %(default)s)",
     )
 
 

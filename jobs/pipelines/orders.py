@@ -132,7 +132,7 @@ class OrdersSettings:
         tombstone_retention: how long a deleted order's tombstone is kept.
         max_files_per_trigger: bronze files per micro-batch, at most.
         delta_reader: how bronze is read (``jobs.sources.read_delta_stream``'s ``reader``): ``auto``, ``spark``
-            (Spark's own Delta source, Synapse) or ``python`` (the kit's source, Spark 4.0).
+            (Spark's own Delta source, Synapse) or ``python`` (the kit's source, Spark 4).
     """
 
     layout: Layout
@@ -659,7 +659,7 @@ def run(settings: OrdersSettings, *, spark: SparkSession | None = None) -> int:
     with stop_on_signals(log, "orders") as stop_requested:
         try:
             if settings.available_now:
-                # Python sources run one batch under Trigger.AvailableNow in Spark 4.0: drain with
+                # Python sources run one batch under Trigger.AvailableNow in Spark 4.0 and 4.1: drain with
                 # back-to-back batches instead, then stop.
                 query.processAllAvailable()
             else:

@@ -1,8 +1,8 @@
-"""Stream sources for the Spark jobs: Kinesis Data Streams (Spark 4.0's Python Data Source API), Kafka / Event
+"""Stream sources for the Spark jobs: Kinesis Data Streams (Spark 4's Python Data Source API), Kafka / Event
 Hubs (Spark's own Kafka source) and Delta tables (Spark's own Delta source where its jars load, a Python one
 elsewhere).
 
-The Kinesis and Python Delta source names load on first use: those sources need Spark 4.0, and importing this
+The Kinesis and Python Delta source names load on first use: those sources need Spark 4, and importing this
 package must work on Synapse's Spark 3.5. ``read_delta_stream`` / ``read_delta`` (``jobs.sources._delta_spark``)
 pick the Delta reader and import the Python source only when it is the one that runs.
 """

@@ -1,5 +1,5 @@
 """A Delta table as a stream on Spark 3.5 and 4.0: Spark's own Delta source where its classes load, the kit's
-Python source (:mod:`jobs.sources.delta`, Spark 4.0's Python Data Source API) everywhere else.
+Python source (:mod:`jobs.sources.delta`, Spark 4's Python Data Source API) everywhere else.
 
 Synapse (Spark 3.5, Delta 3.2.1 in the runtime) has Delta's classes and no Python Data Source API; this
 machine and EMR as the kit deploys it (Delta not enabled) have the Python API and no Delta jar. The choice is
@@ -16,7 +16,7 @@ The two readers give the same rows with one difference, in the extra columns:
   writer 4), which bronze does not. So on Spark's reader ``_commit_version`` and ``_commit_timestamp`` are
   **null** (typed long and timestamp, so the schema is the same). No pipeline reads them.
 
-This module imports nothing of Spark 4.0: it is part of the Azure path and runs under pyspark 3.5 in
+This module imports nothing of Spark 4: it is part of the Azure path and runs under pyspark 3.5 in
 ``make test-spark35``.
 """
 
@@ -142,7 +142,7 @@ class DeltaStreamOptions:
 def choose_delta_reader(
     requested: str, *, spark_delta: bool, python_sources: bool
 ) -> Literal["spark", "python"]:
-    """Which Delta reader runs: Spark's own where its classes load, else the Python source on Spark 4.0.
+    """Which Delta reader runs: Spark's own where its classes load, else the Python source on Spark 4.
 
     Raises:
         SourceSettingsError: the requested reader cannot run in this Spark.
@@ -157,14 +157,14 @@ def choose_delta_reader(
         raise SourceSettingsError(
             f"--delta-reader spark: Spark's Delta source ({SPARK_DELTA_PROVIDER}) is not on the classpath. "
             "Synapse ships it; elsewhere start Spark with the delta-spark package, or use --delta-reader "
-            "python (Spark 4.0)."
+            "python (Spark 4)."
         )
     if python_sources:
         return "python"
     raise SourceSettingsError(
         f"no Delta reader can run here: Spark's Delta source ({SPARK_DELTA_PROVIDER}) is not on the classpath "
         "and this Spark has no Python data sources (they came in 4.0). Run on Synapse (whose runtime ships "
-        "Delta), start Spark with the delta-spark package, or use Spark 4.0."
+        "Delta), start Spark with the delta-spark package, or use Spark 4."
     )
 
 

@@ -1,4 +1,4 @@
-"""A Delta table as a Spark stream (and as a batch DataFrame), on Spark 4.0's Python Data Source API.
+"""A Delta table as a Spark stream (and as a batch DataFrame), on Spark 4's Python Data Source API.
 
 No Delta jars load here (and Synapse/EMR versions differ), so ``readStream.format("delta")`` cannot run: this
 source reads the table's log with delta-rs on the driver and its Parquet files with pyarrow on the executors.

@@ -6,7 +6,7 @@ here it reads the local broker (Tansu, plaintext on loopback) with the pinned ja
 driver plans each micro-batch's offset ranges and records them in the checkpoint; the executors fetch the
 records. :func:`kafka_to_records` maps its rows to the stream columns every ingest source gives.
 
-Nothing here needs Spark 4.0: this module is part of the Azure path and is tested under pyspark 3.5.
+Nothing here needs Spark 4: this module is part of the Azure path and is tested under pyspark 3.5.
 """
 
 from __future__ import annotations
@@ -272,7 +272,7 @@ def read_kafka_stream(
     if not spark_has_kafka_source(spark):
         raise SourceSettingsError(
             f"Spark's Kafka source ({SPARK_KAFKA_PROVIDER}) is not on this session's classpath. Synapse ships it; "
-            "locally `make jars` (Spark 4.0) or `make jars-spark35` fetches the pinned spark-sql-kafka-0-10 jar; "
+            "locally `make jars` (Spark 4.1) or `make jars-spark35` fetches the pinned spark-sql-kafka-0-10 jar; "
             "elsewhere add that package at Spark's exact version."
         )
     log.info(

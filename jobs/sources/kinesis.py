@@ -1,4 +1,4 @@
-"""Kinesis Data Streams source for Spark Structured Streaming, on Spark 4.0's Python Data Source API.
+"""Kinesis Data Streams source for Spark Structured Streaming, on Spark 4's Python Data Source API.
 
 How a micro-batch is planned (``latestOffset``, in the driver-side Python process), with no GetRecords call:
 1. ListShards; shards new since the last batch are added (children of a reshard start at their
@@ -756,7 +756,7 @@ def read_source_metrics(
 ) -> list[dict[str, Any]]:
     """Per-micro-batch source metrics written next to the checkpoint, oldest first.
 
-    Spark 4.0 gives Python sources no hook into ``query.lastProgress``, so each planned batch writes
+    Spark 4.0 and 4.1 give Python sources no hook into ``query.lastProgress``, so each planned batch writes
     ``<checkpoint>/sources/kinesis/metrics/batch-<id>.json`` (planning time, listing calls) and each shard's
     task records what it read under ``sources/kinesis/ranges/``; this merges the two (records, bytes,
     throttled calls, retries, data-loss events and per shard ``millis_behind_latest``). A shard's numbers

@@ -107,12 +107,15 @@ def _run(command: list[str], env: dict[str, str], log: Path, *, timeout: float =
 def test_ingest_through_spark_submit_as_a_cluster_runs_it(moto_endpoint, unique_name, tmp_path):
     import pyspark
 
-    from jobs._jars import DELTA_SESSION_CONF, local_jars
+    from jobs._jars import DELTA_SESSION_CONF, delta_jar, local_jars
 
     _backlog(moto_endpoint, unique_name)
     submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    jars = local_jars(pyspark.__version__)
     conf = {
         **DELTA_SESSION_CONF,
+        # delta.tables from the Delta jar, as EMR's steps take it from EMR's own.
+        "spark.submit.pyFiles": delta_jar(jars),
         "spark.driver.maxResultSize": RESULT_LIMIT.split("=")[1],
         "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
         "spark.driver.extraJavaOptions": LOCAL_GC,
@@ -120,7 +123,7 @@ def test_ingest_through_spark_submit_as_a_cluster_runs_it(moto_endpoint, unique_
         "spark.databricks.delta.snapshotPartitions": "2",
     }
     command = [
-        str(submit), "--master", MASTER, "--jars", ",".join(local_jars(pyspark.__version__)),
+        str(submit), "--master", MASTER, "--jars", ",".join(jars),
         *[arg for key, value in conf.items() for arg in ("--conf", f"{key}={value}")],
         str(Path(__file__).resolve().parents[2] / "jobs" / "__main__.py"),
         *_job_args(moto_endpoint, unique_name, tmp_path / "chk"),
