@@ -10,7 +10,9 @@ service principal's environment, or a managed identity):
 - :class:`SparkJob` creates (or updates) one Spark job definition per pipeline and runs it. A new hash
   changes the definition, which replaces the job: the running batch is cancelled and the provider waits until
   it has stopped before the new one starts (two queries must never share one checkpoint), so the new query
-  resumes from the same checkpoint and no record is lost or written twice.
+  resumes from the same checkpoint and no record is lost or written twice. The refresh before every update
+  (``refresh: always``) reads the state of the job's batch; a batch that has ended (``success``, ``dead``,
+  ``killed``, ``error``) or that Synapse no longer lists is replaced by the next ``pulumi up``.
 
 What to stop, what to start with which arguments, and the waiting are plain functions over a small client
 interface (:class:`SynapseJobClient`, :class:`ArtifactStore`), unit-tested against fakes; the real clients in
@@ -32,13 +34,15 @@ import pulumi
 from pulumi import dynamic
 
 from infra.artifacts import LAUNCHER, LAUNCHER_NAME, build_jobs_wheel, on_cluster_conf, source_hash
-from infra.azure._clients import SparkBatch
+from infra.azure._clients import TERMINAL_STATES, SparkBatch
 from infra.azure._waiting import Waiter
 from infra.azure.errors import DeploymentError, NotAuthorized
 from infra.azure.settings import PoolSizing
 
 # Synapse 3.5 ships pyarrow 19.0.0, which cannot read the Parquet delta-rs writes (fixed in 19.0.1).
 MIN_PYARROW = "19.0.1"
+# The state the refresh records for a batch the pool no longer lists: it runs no more.
+BATCH_NOT_LISTED = "not listed"
 # What the pool installs on top of its runtime: the base dependencies the jobs import on Synapse (boto3 is
 # for Kinesis, pandas ships with the runtime).
 POOL_PACKAGES = ("deltalake", "pyarrow")
@@ -165,6 +169,17 @@ def start_job(
         what=f"Synapse to list the new batch of {job_name}",
         advice="check Synapse Studio (Monitor > Apache Spark applications) for a failed submission",
     )
+
+
+def batch_state(client: SynapseJobClient, batch_id: int | None) -> str:
+    """The Livy state of batch ``batch_id``, or :data:`BATCH_NOT_LISTED` when the pool does not list it."""
+    found = [b.state for b in client.batches() if b.id == batch_id]
+    return found[0] if found else BATCH_NOT_LISTED
+
+
+def batch_ended(state: str | None) -> bool:
+    """True for a batch state after which the job no longer runs (``None``: never read, taken as running)."""
+    return state is not None and (state in TERMINAL_STATES or state == BATCH_NOT_LISTED)
 
 
 def check_runs_as(expected: str, signed_in: str, job_name: str) -> None:
@@ -366,11 +381,20 @@ class _SparkJobProvider(dynamic.ResourceProvider):
         if props.get("run_as_principal_id"):
             check_runs_as(props["run_as_principal_id"], self._signed_in(), props["job_name"])
         batch = start_job(self._client(props), props["job_name"], props["definition"], _waiter(props))
-        return dynamic.CreateResult(id_=props["job_name"], outs={**props, "batch_id": batch.id})
+        return dynamic.CreateResult(
+            id_=props["job_name"], outs={**props, "batch_id": batch.id, "batch_state": batch.state}
+        )
+
+    def read(self, id_: str, props: dict[str, Any]) -> dynamic.ReadResult:
+        state = batch_state(self._client(props), props.get("batch_id"))
+        return dynamic.ReadResult(id_, {**props, "batch_state": state})
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.DiffResult:
         keys = ("workspace_endpoint", "pool_name", "job_name", "definition")
         changed = [k for k in keys if olds.get(k) != news.get(k)]
+        # A batch the refresh found ended is started again from the job's checkpoint.
+        if batch_ended(olds.get("batch_state")):
+            changed.append("batch_state")
         return dynamic.DiffResult(changes=bool(changed), replaces=changed, delete_before_replace=True)
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
@@ -380,7 +404,8 @@ class _SparkJobProvider(dynamic.ResourceProvider):
 
 
 class SparkJob(dynamic.Resource):
-    """One pipeline as a Synapse Spark job definition and its running batch; replaced when the definition changes."""
+    """One pipeline as a Synapse Spark job definition and its running batch; replaced when the definition changes,
+    or when the refresh finds the batch ended."""
 
     batch_id: pulumi.Output[int]
 
@@ -405,6 +430,7 @@ class SparkJob(dynamic.Resource):
                 "definition": definition,
                 "run_as_principal_id": run_as_principal_id,
                 "batch_id": None,
+                "batch_state": None,
             },
             # The old batch must be gone before the new one starts on the same checkpoint.
             pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(delete_before_replace=True)),

@@ -91,6 +91,13 @@ class FakeSynapse:
 
 
 DEFINITION = {"jobProperties": {"file": "abfss://artifacts@a.dfs.core.windows.net/jobs/new/run_job.py"}}
+JOB_PROPS = {
+    "workspace_endpoint": "e",
+    "pool_name": "p",
+    "job_name": "lakestack-ingest",
+    "definition": DEFINITION,
+    "run_as_principal_id": "",
+}
 
 
 def test_stop_cancels_only_this_jobs_active_batches_and_waits_until_they_end():
@@ -168,10 +175,47 @@ def test_spark_job_provider_create_starts_and_delete_stops_then_removes(monkeypa
         "definition": DEFINITION,
     }
     created = provider.create(dict(props))
-    assert (created.id, created.outs["batch_id"]) == ("lakestack-ingest", 2)
+    assert (created.id, created.outs["batch_id"], created.outs["batch_state"]) == (
+        "lakestack-ingest",
+        2,
+        "starting",
+    )
     fake.calls.clear()
     provider.delete("lakestack-ingest", created.outs)
     assert fake.calls == [("cancel", 2), ("delete", "lakestack-ingest")]
+
+
+@pytest.mark.parametrize(
+    ("listed", "state"),
+    [
+        ([SparkBatch(2, "lakestack-ingest", "dead")], "dead"),
+        ([SparkBatch(2, "lakestack-ingest", "success")], "success"),
+        ([SparkBatch(2, "lakestack-ingest", "killed")], "killed"),
+        ([SparkBatch(2, "lakestack-ingest", "error")], "error"),
+        # Synapse forgets old batches: one it no longer lists runs no more.
+        ([SparkBatch(3, "lakestack-ingest", "running")], "not listed"),
+    ],
+)
+def test_a_batch_the_refresh_finds_ended_is_replaced_by_the_next_up(monkeypatch, listed, state):
+    provider = _SparkJobProvider()
+    monkeypatch.setattr(provider, "_client", lambda props: FakeSynapse(listed))
+    outs = {**JOB_PROPS, "batch_id": 2, "batch_state": "starting"}
+    read = provider.read("lakestack-ingest", outs)
+    assert (read.id, read.outs) == ("lakestack-ingest", {**outs, "batch_state": state})
+    diff = provider.diff("lakestack-ingest", read.outs, dict(JOB_PROPS))
+    assert (diff.changes, diff.replaces, diff.delete_before_replace) == (True, ["batch_state"], True)
+
+
+@pytest.mark.parametrize("state", ["not_started", "starting", "running", "recovering", "busy", "idle"])
+def test_a_batch_still_running_is_left_alone(monkeypatch, state):
+    provider = _SparkJobProvider()
+    monkeypatch.setattr(
+        provider, "_client", lambda props: FakeSynapse([SparkBatch(2, "lakestack-ingest", state)])
+    )
+    read = provider.read("lakestack-ingest", {**JOB_PROPS, "batch_id": 2, "batch_state": "starting"})
+    assert read.outs["batch_state"] == state
+    diff = provider.diff("lakestack-ingest", read.outs, dict(JOB_PROPS))
+    assert (diff.changes, diff.replaces) == (False, [])
 
 
 class FakeStore:
