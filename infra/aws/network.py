@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
+from infra.aws.layout import FLOW_LOG_HIVE_PARTITIONS
 from infra.errors import InfraError
 
 # AmazonEMRServicePolicy_v2 only lets EMR touch network resources that carry this tag.
@@ -161,7 +162,7 @@ class Network(pulumi.ComponentResource):
                 destination_options={
                     "file_format": "parquet",
                     "per_hour_partition": True,
-                    "hive_compatible_partitions": True,
+                    "hive_compatible_partitions": FLOW_LOG_HIVE_PARTITIONS,
                 },
                 tags=tags,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.flow_logs_after)),

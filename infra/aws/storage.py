@@ -17,7 +17,7 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.aws._policy import document
-from infra.aws.layout import ACCESS_LOG_PREFIX, FLOW_LOG_PREFIX
+from infra.aws.layout import ACCESS_LOG_PREFIX, flow_log_objects
 
 # Days a replaced or deleted object version is kept (versioning is on for every bucket): long enough to undo a
 # bad vacuum or overwrite on the lake, short for checkpoints, which Spark rewrites every micro-batch.
@@ -120,8 +120,10 @@ def log_delivery_statements(
                 "Effect": "Allow",
                 "Principal": {"Service": "delivery.logs.amazonaws.com"},
                 "Action": "s3:PutObject",
+                # Only where the flow log writes. The ACL condition is AWS's own policy for flow logs: delivery
+                # sends bucket-owner-full-control, the one ACL a BucketOwnerEnforced bucket still accepts.
                 "Resource": pulumi.Output.all(logs, account_id).apply(
-                    lambda v: f"{v[0]}/{FLOW_LOG_PREFIX}/AWSLogs/{v[1]}/*"
+                    lambda v: f"{v[0]}/{flow_log_objects(v[1])}"
                 ),
                 "Condition": {
                     "StringEquals": {
@@ -135,7 +137,8 @@ def log_delivery_statements(
                 "Sid": "FlowLogDeliveryAclCheck",
                 "Effect": "Allow",
                 "Principal": {"Service": "delivery.logs.amazonaws.com"},
-                "Action": "s3:GetBucketAcl",
+                # ListBucket too: without it delivery's checks show up as AccessDenied in CloudTrail.
+                "Action": ["s3:GetBucketAcl", "s3:ListBucket"],
                 "Resource": logs,
                 "Condition": {
                     "StringEquals": {"aws:SourceAccount": account_id},

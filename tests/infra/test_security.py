@@ -79,14 +79,15 @@ def test_the_logs_bucket_admits_only_this_stacks_log_deliveries(dev):
             "StringEquals": {"aws:SourceAccount": ACCOUNT},
         },
     }
+    # Hive-compatible partitions put the account in the key as aws-account-id=<id> (AWS's flow-log docs).
     assert statements["FlowLogDeliveryWrite"]["Resource"] == (
-        f"arn:aws:s3:::{bucket('logs')}/vpc-flow-logs/AWSLogs/{ACCOUNT}/*"
+        f"arn:aws:s3:::{bucket('logs')}/vpc-flow-logs/AWSLogs/aws-account-id={ACCOUNT}/*"
     )
     assert statements["FlowLogDeliveryWrite"]["Condition"] == {
         "StringEquals": {"s3:x-amz-acl": "bucket-owner-full-control", "aws:SourceAccount": ACCOUNT},
         "ArnLike": {"aws:SourceArn": f"arn:aws:logs:us-east-1:{ACCOUNT}:*"},
     }
-    assert statements["FlowLogDeliveryAclCheck"]["Action"] == "s3:GetBucketAcl"
+    assert statements["FlowLogDeliveryAclCheck"]["Action"] == ["s3:GetBucketAcl", "s3:ListBucket"]
 
 
 def test_the_default_security_group_is_stripped_of_its_rules(dev):
