@@ -64,6 +64,11 @@ FARGATE_SIZES: dict[int, tuple[int, ...]] = {
     4096: tuple(range(8192, 30721, 1024)),
 }
 MAX_LOADGEN_WORKERS = 50
+# The load generator's image: Docker's official Python image as public ECR serves it (Docker Hub limits anonymous
+# pulls per address, and every task of a run pulls through the NAT's one address). Each task installs Locust and
+# boto3 at the lock's versions for this Python at start-up (infra.artifacts.build_loadgen_artifacts).
+LOADGEN_PYTHON = "3.11"
+DEFAULT_LOADGEN_IMAGE = f"public.ecr.aws/docker/library/python:{LOADGEN_PYTHON}-slim"
 # The flags the program sets on every pipeline step itself (contract C3 and the ingest job's); extra flags
 # from lakestack:jobFlags may not override them, or two pipelines could end up sharing a checkpoint.
 RESERVED_JOB_FLAGS = (
@@ -147,7 +152,8 @@ class LoadgenSettings:
     workers: int
     cpu: int = 1024
     memory_mb: int = 2048
-    image: str = "locustio/locust:2.47.0"
+    # A Python 3.11 image with pip (the task installs the load suite's pins for that Python).
+    image: str = DEFAULT_LOADGEN_IMAGE
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,8 @@ MOCK_CERT_PEM = "-----BEGIN CERTIFICATE-----\nMOCKCERT\n-----END CERTIFICATE----
 ZONES = ["us-east-1a", "us-east-1b", "us-east-1c"]
 # Zones that offer an instance type (AWS's DescribeInstanceTypeOfferings); types not listed: every zone.
 OFFERINGS = {"m5.xlarge": ["us-east-1b", "us-east-1c"], "r5.2xlarge": []}
+# What a load-generator task installs before the suite (the real list is the lock's closure of locust and boto3).
+LOADGEN_PINS = ("boto3==1.44.5", "locust==2.47.0")
 # Job modules a checkout has, for the check that refuses to deploy a pipeline whose job is missing.
 JOB_FILES = (
     "ingest.py",
@@ -192,7 +194,7 @@ def fake_loadgen_artifacts(tmp_path: Path, content_hash: str = "fedcba9876543210
     wheel, runner = files / "lakestack_loadtest-0.1.0-py3-none-any.whl", files / "run_loadgen.py"
     for p in (wheel, runner):
         p.write_bytes(b"x")
-    return LoadgenArtifacts(content_hash, wheel, runner)
+    return LoadgenArtifacts(content_hash, wheel, runner, LOADGEN_PINS)
 
 
 def fake_checkout(root: Path, job_files: tuple[str, ...] = JOB_FILES) -> Path:

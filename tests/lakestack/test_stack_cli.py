@@ -77,7 +77,7 @@ def test_plan_text_names_a_switched_off_control_as_a_deviation(tmp_path: Path, c
     assert run_cli(["plan", "--stack", "lab"]) == 0
     out = capsys.readouterr().out
     assert (
-        "  loadgen : 1 Locust master + 2 workers on Fargate (1024 CPU units, 2048 MiB each), locustio/locust:2.47.0"
+        "  loadgen : 1 Locust master + 2 workers on Fargate (1024 CPU units, 2048 MiB each), public.ecr.aws/docker/library/python:3.11-slim"
         in out
     )
     assert "            load generator ~0.15 USD per hour of load" in out
