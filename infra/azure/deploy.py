@@ -22,25 +22,38 @@ interface (:class:`SynapseJobClient`, :class:`ArtifactStore`), unit-tested again
 from __future__ import annotations
 
 import functools
-import re
 import time
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import pulumi
+from packaging.version import Version
 from pulumi import dynamic
 
-from infra.artifacts import LAUNCHER, LAUNCHER_NAME, build_jobs_wheel, on_cluster_conf, source_hash
+from infra.artifacts import (
+    LAUNCHER,
+    LAUNCHER_NAME,
+    build_jobs_wheel,
+    linux_environment_markers,
+    locked_closure,
+    on_cluster_conf,
+    source_hash,
+)
 from infra.azure._clients import TERMINAL_STATES, SparkBatch
 from infra.azure._waiting import Waiter
 from infra.azure.errors import DeploymentError, NotAuthorized
 from infra.azure.settings import PoolSizing
+from infra.errors import ArtifactError
 
-# Synapse 3.5 ships pyarrow 19.0.0, which cannot read the Parquet delta-rs writes (fixed in 19.0.1).
+# The lock's pyarrow replaces the runtime's: older Synapse 3.5 releases shipped 19.0.0, which cannot read the
+# Parquet delta-rs writes (fixed in 19.0.1); a lock pinning one that old is refused.
 MIN_PYARROW = "19.0.1"
+# Synapse Spark 3.5 runs CPython 3.11 on Linux x86_64. The pool's pins come from the lock of the environment the
+# Synapse-line job tests run in (`make test-spark35`: pyspark 3.5.5, the runtime's Spark), for that interpreter.
+SYNAPSE_PYTHON = "3.11"
+SYNAPSE_LOCK_FILE = "requirements-spark35.lock"
 # The state the refresh records for a batch the pool no longer lists: it runs no more.
 BATCH_NOT_LISTED = "not listed"
 # What the pool installs on top of its runtime: the base dependencies the jobs import on Synapse (boto3 is
@@ -251,29 +264,28 @@ def job_definition(  # noqa: PLR0913 -- the job definition's keyword-only parts
     }
 
 
-def pool_requirements(pyproject: Path) -> str:
-    """``requirements.txt`` for the Spark pool: the jobs' Delta dependencies, pyarrow at 19.0.1 or newer.
+def pool_requirements(lock: Path) -> str:
+    """``requirements.txt`` for the Spark pool: the jobs' Delta packages and everything they need, at the versions
+    ``lock`` (:data:`SYNAPSE_LOCK_FILE`) pins for Synapse's Python on Linux x86_64: the versions the Synapse-line
+    tests ran, taken from the lock as EMR's packed environment takes them.
 
-    The ranges come from the project's base dependencies (simple ``name>=a,<b`` specifiers), so the pool and
-    the cluster packs agree; pyarrow's lower bound is raised to 19.0.1.
+    Raises:
+        DeploymentError: the lock has no pin for one of the packages, or pins a pyarrow older than 19.0.1.
     """
-    found: dict[str, list[str]] = {}
-    for text in tomllib.loads(pyproject.read_text())["project"]["dependencies"]:
-        match = re.match(r"^([A-Za-z0-9_.-]+)\s*(.*)$", text.strip())
-        if match is None or match.group(1).lower() not in POOL_PACKAGES:
-            continue
-        name = match.group(1).lower()
-        specifiers = [s.strip() for s in match.group(2).split(",") if s.strip()]
-        if name == "pyarrow":
-            specifiers = [f">={MIN_PYARROW}", *(s for s in specifiers if not s.startswith(">"))]
-        found[name] = specifiers
-    missing = [name for name in POOL_PACKAGES if name not in found]
-    if missing:
-        raise DeploymentError(
-            f"expected {', '.join(missing)} among the base dependencies in {pyproject}; found none. "
-            "The Spark pool needs them to write Delta tables."
+    try:
+        pins = locked_closure(
+            lock, POOL_PACKAGES, environment=linux_environment_markers(SYNAPSE_PYTHON, "x86_64")
         )
-    return "".join(f"{name}{','.join(found[name])}\n" for name in POOL_PACKAGES)
+    except ArtifactError as error:
+        raise DeploymentError(f"{error} The Spark pool needs them to write Delta tables.") from None
+    versions = dict(pin.split("==", 1) for pin in pins)
+    if Version(versions["pyarrow"]) < Version(MIN_PYARROW):
+        raise DeploymentError(
+            f"expected pyarrow {MIN_PYARROW} or newer in {lock} for the Spark pool; found {versions['pyarrow']}, "
+            "which cannot read the Parquet files delta-rs writes. Raise pyarrow's lower bound in pyproject.toml "
+            "and run `make lock`."
+        )
+    return "".join(f"{pin}\n" for pin in pins)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from pulumi_azure_native import authorization, resources
 
 from infra.azure.access import Access, AccessArgs, Grant
 from infra.azure.deploy import (
+    SYNAPSE_LOCK_FILE,
     JobDeployment,
     JobDeploymentArgs,
     SynapseArtifacts,
@@ -81,7 +82,7 @@ class PoolInputs:
 
 def build_pool_inputs(settings: AzureStackSettings) -> PoolInputs:
     """Build (or reuse from ``.lakestack/``) the wheel and launcher, and read the pool's requirements."""
-    requirements = pool_requirements(PROJECT_DIR / "pyproject.toml")
+    requirements = pool_requirements(PROJECT_DIR / SYNAPSE_LOCK_FILE)
     artifacts = build_synapse_artifacts(
         PROJECT_DIR, PROJECT_DIR / ".lakestack" / "synapse", requirements=requirements
     )

@@ -284,11 +284,30 @@ def test_job_definition_sizes_driver_and_executors_from_the_pool():
     assert props["conf"]["spark.sql.shuffle.partitions"] == "6"
 
 
-def test_pool_requirements_pin_pyarrow_past_19_0_0(tmp_path: Path):
-    assert pool_requirements(PROJECT_DIR / "pyproject.toml") == "deltalake>=1.1,<2\npyarrow>=19.0.1,<22\n"
-    (tmp_path / "pyproject.toml").write_text('[project]\ndependencies = ["pyarrow>=17", "boto3>=1"]\n')
-    with pytest.raises(DeploymentError, match=r"expected deltalake among the base dependencies"):
-        pool_requirements(tmp_path / "pyproject.toml")
+def test_the_pool_installs_the_synapse_locks_pins_of_deltalake_pyarrow_and_what_they_need():
+    # The versions the Synapse-line tests ran (make test-spark35), for CPython 3.11 on Linux.
+    assert pool_requirements(PROJECT_DIR / "requirements-spark35.lock") == (
+        "arro3-core==0.9.1\n"
+        "deltalake==1.6.6\n"
+        "deprecated==1.3.1\n"
+        "pyarrow==19.0.1\n"
+        "typing-extensions==4.16.0\n"
+        "wrapt==2.5.2\n"
+    )
+
+
+def test_a_lock_without_deltalake_or_with_pyarrow_19_0_0_is_refused(tmp_path: Path):
+    lock = tmp_path / "requirements.lock"
+    lock.write_text("pyarrow==21.0.0\n    # via lakestack (pyproject.toml)\n")
+    with pytest.raises(
+        DeploymentError, match=r"expected pins for deltalake in .*requirements.lock; found none"
+    ):
+        pool_requirements(lock)
+    lock.write_text(
+        "deltalake==1.6.6\n    # via lakestack (pyproject.toml)\npyarrow==19.0.0\n    # via lakestack (pyproject.toml)\n"
+    )
+    with pytest.raises(DeploymentError, match=r"expected pyarrow 19.0.1 or newer in .*; found 19.0.0"):
+        pool_requirements(lock)
 
 
 def test_synapse_artifacts_are_built_once_per_hash(tmp_path: Path):

@@ -270,11 +270,11 @@ def test_spark_pool_is_sized_by_parallelism_with_autoscale_and_auto_pause(dev):
         "sessionLevelPackagesEnabled": False,
         "isAutotuneEnabled": False,
     }
-    # Libraries come in a later update (Synapse refuses them at creation), pinned past pyarrow 19.0.0.
+    # Libraries come in a later update (Synapse refuses them at creation), as the program was given them.
     assert "libraryRequirements" not in pool
     libraries = dev.named("spark-libraries").inputs
     assert libraries["pool_id"] == POOL_ID
-    assert libraries["requirements"] == "deltalake>=1.1,<2\npyarrow>=19.0.1,<22\n"
+    assert libraries["requirements"] == "deltalake==1.6.6\npyarrow==21.0.0\n"
 
 
 @pytest.mark.parametrize(
