@@ -6,7 +6,14 @@ declares what these lines say.
 
 from __future__ import annotations
 
-from infra.aws.layout import ACCESS_LOG_PREFIX, EMR_LOG_PREFIX, FLOW_LOG_PREFIX, LOADGEN_RESULTS_PREFIX
+from infra.aws.layout import (
+    ACCESS_LOG_PREFIX,
+    EMR_LOG_PREFIX,
+    FLOW_LOG_PREFIX,
+    LOADGEN_RESULTS_PREFIX,
+    NONCURRENT_DAYS,
+    UNVERSIONED_ROLES,
+)
 from infra.config import StackSettings
 from infra.posture import SecurityPosture
 
@@ -50,7 +57,11 @@ def aws_security_posture(settings: StackSettings) -> SecurityPosture:
 def _network(settings: StackSettings) -> list[str]:
     if settings.is_local:
         return ["emulator stack: no VPC; the emulator listens on 127.0.0.1 only"]
-    lines = ["buckets: public access blocked, ACLs disabled"]
+    kept = ", ".join(f"{role} {days} days" for role, days in NONCURRENT_DAYS.items())
+    lines = [
+        f"buckets: public access blocked, ACLs disabled; versioned but {', '.join(sorted(UNVERSIONED_ROLES))} "
+        f"(Spark deletes its files every batch); old versions kept {kept}; expired delete markers removed"
+    ]
     if not settings.needs_network:
         return [*lines, "no VPC: the stack runs no compute"]
     lines.append("VPC: private subnet, no public IPs; out through a NAT gateway and an S3 gateway endpoint")

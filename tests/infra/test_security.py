@@ -198,6 +198,10 @@ def test_the_default_posture_has_no_deviations_and_lists_each_control():
     posture = aws_security_posture(parse_settings("dev", {}))
     assert posture.deviations == ()
     assert "the VPC's default security group has no rules" in posture.network
+    assert posture.network[0] == (
+        "buckets: public access blocked, ACLs disabled; versioned but checkpoints (Spark deletes its files every "
+        "batch); old versions kept lake 30 days, artifacts 30 days, logs 7 days; expired delete markers removed"
+    )
     assert posture.logging[0] == "VPC flow logs, all traffic, to the logs bucket under vpc-flow-logs/"
     assert posture.logging[1].startswith("S3 access logs of lake, checkpoints, artifacts under s3-access/")
     assert posture.identities[-2] == (
