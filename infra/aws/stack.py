@@ -47,6 +47,9 @@ class _Core:
 
     settings: StackSettings
     account_id: pulumi.Output[str]
+    # aws, aws-cn or aws-us-gov (whatever the provider's credentials and region are in), and its DNS suffix.
+    partition: pulumi.Output[str]
+    dns_suffix: pulumi.Output[str]
     key: StackKey
     stream: Stream
     storage: LakeStorage
@@ -60,6 +63,7 @@ def declare_aws(settings: StackSettings, inputs: AwsInputs) -> dict[str, pulumi.
         inputs: the files the cluster and the load generator need, when those are enabled.
     """
     account_id = aws.get_caller_identity_output().account_id
+    partition = aws.get_partition_output()
     names = account_id.apply(settings.bucket_names_for)
     key = StackKey("key", StackKeyArgs(alias=settings.name_prefix))
     stream = Stream("stream", StreamArgs(settings=settings.stream, kms_key_arn=key.arn))
@@ -70,11 +74,12 @@ def declare_aws(settings: StackSettings, inputs: AwsInputs) -> dict[str, pulumi.
             kms_key_arn=key.arn,
             account_id=account_id,
             region=settings.region,
+            partition=partition.partition,
             access_logging=settings.security.s3_access_logging,
             accept_flow_logs=settings.needs_network and settings.security.flow_logs,
         ),
     )
-    core = _Core(settings, account_id, key, stream, storage)
+    core = _Core(settings, account_id, partition.partition, partition.dns_suffix, key, stream, storage)
     lake = storage.names["lake"]
     catalog = Catalog(
         "catalog",
@@ -158,6 +163,7 @@ def _roles(core: _Core, catalog: Catalog) -> ClusterRoles:
             glue_database=catalog.database_name,
             region=core.settings.region,
             account_id=core.account_id,
+            partition=core.partition,
         ),
     )
 
@@ -172,6 +178,8 @@ def _key_access(core: _Core, roles: ClusterRoles | None) -> KeyAccess:
             user_role_arns=[roles.instance_role_arn] if roles else [],
             disk_role_arns=[roles.service_role_arn] if roles else [],
             log_group_prefix=log_group_prefix(core.settings.name_prefix) if core.settings.loadgen else None,
+            partition=core.partition,
+            dns_suffix=core.dns_suffix,
         ),
     )
 

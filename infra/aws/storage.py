@@ -39,6 +39,8 @@ class LakeStorageArgs:
     kms_key_arn: pulumi.Input[str]
     account_id: pulumi.Input[str]
     region: str
+    # The provider's partition (aws.get_partition), for the log-delivery source ARNs.
+    partition: pulumi.Input[str] = "aws"
     access_logging: bool = True
     accept_flow_logs: bool = True
     tags: Mapping[str, str] = field(default_factory=dict)
@@ -95,6 +97,7 @@ def log_delivery_statements(
     account_id: pulumi.Input[str],
     region: str,
     flow_logs: bool,
+    partition: pulumi.Input[str] = "aws",
 ) -> list[dict[str, Any]]:
     """What the logs bucket lets AWS's log deliveries write, each only for this account (and, for S3 access
     logs, only for this stack's buckets). Declared here so AWS does not attach a policy of its own, which the
@@ -116,7 +119,7 @@ def log_delivery_statements(
             }
         )
     if flow_logs:
-        source = pulumi.Output.from_input(account_id).apply(lambda a: f"arn:aws:logs:{region}:{a}:*")
+        source = pulumi.Output.concat("arn:", partition, f":logs:{region}:", account_id, ":*")
         statements += [
             {
                 "Sid": "FlowLogDeliveryWrite",
@@ -245,6 +248,7 @@ class LakeStorage(pulumi.ComponentResource):
                     account_id=args.account_id,
                     region=args.region,
                     flow_logs=args.accept_flow_logs,
+                    partition=args.partition,
                 )
             policies[role] = aws.s3.BucketPolicy(
                 f"{name}-{role}-policy",
