@@ -32,3 +32,9 @@ def flow_log_objects(account_id: str) -> str:
     """The keys VPC flow-log delivery writes, relative to the logs bucket (AWS's flow-log-to-S3 layout)."""
     account = f"aws-account-id={account_id}" if FLOW_LOG_HIVE_PARTITIONS else account_id
     return f"{FLOW_LOG_PREFIX}/AWSLogs/{account}/*"
+
+
+def dashboard_name(name_prefix: str, region: str) -> str:
+    """The CloudWatch dashboard's name. Dashboards are global to the account, not per region: the same prefix
+    deployed in two regions must not name one dashboard (each stack would overwrite the other's)."""
+    return f"{name_prefix}-{region}"

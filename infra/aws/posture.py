@@ -13,6 +13,7 @@ from infra.aws.layout import (
     LOADGEN_RESULTS_PREFIX,
     NONCURRENT_DAYS,
     UNVERSIONED_ROLES,
+    dashboard_name,
 )
 from infra.config import StackSettings
 from infra.posture import SecurityPosture
@@ -95,7 +96,8 @@ def _logging(settings: StackSettings) -> list[str]:
         lines.append(f"load generator: CloudWatch Logs, 30 days; results under {LOADGEN_RESULTS_PREFIX}/")
     email = settings.alert_email
     lines.append(
-        f"iterator-age alarm to an SNS topic ({'e-mail to ' + email if email else 'no subscription'})"
+        f"iterator-age alarm to an SNS topic ({'e-mail to ' + email if email else 'no subscription'}); dashboard "
+        f"{dashboard_name(settings.name_prefix, settings.region)} (dashboards are per account, so it names the region)"
     )
     lines.append("the logs bucket keeps objects 90 days")
     return lines

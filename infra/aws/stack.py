@@ -101,7 +101,7 @@ def declare_aws(settings: StackSettings, inputs: AwsInputs) -> dict[str, pulumi.
     monitoring = Monitoring(
         "monitoring",
         MonitoringArgs(
-            dashboard_name=settings.name_prefix,
+            name_prefix=settings.name_prefix,
             region=settings.region,
             stream_name=stream.name,
             cluster_id=cluster_id,

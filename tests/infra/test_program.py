@@ -36,7 +36,7 @@ def test_exports_the_contracted_outputs(dev):
         "log_bucket": bucket("logs"),
         "cluster_id": "j-MOCKCLUSTER",
         "step_ids": {"ingest": "s-jobs-ingest"},
-        "dashboard_url": "https://us-east-1.console.aws.amazon.com/cloudwatch/home?region=us-east-1#dashboards:name=lakestack-dev",
+        "dashboard_url": "https://us-east-1.console.aws.amazon.com/cloudwatch/home?region=us-east-1#dashboards:name=lakestack-dev-us-east-1",
         "alarm_topic_arn": f"arn:aws:sns:us-east-1:{ACCOUNT}:lakestack-dev-alarms",
         "table_uri": f"s3://{bucket('lake')}/bronze/events",
         "glue_database": "lakestack_dev",
@@ -353,6 +353,16 @@ def test_new_artifact_hash_changes_the_keys_and_the_step(run_program, tmp_path):
     step = run.one("pulumi-python:dynamic:Resource").inputs
     assert f"s3://{bucket('artifacts')}/jobs/fedcba9876543210/run_job.py" in step["args"]
     assert run.named("jobs-launcher").inputs["key"] == "jobs/fedcba9876543210/run_job.py"
+
+
+def test_one_prefix_in_two_regions_gets_two_dashboards(dev, tmp_path):
+    # CloudWatch dashboards are global to the account: a name from the prefix alone would be one dashboard,
+    # overwritten by whichever region deployed last.
+    west = execute_program({**stack_config("dev"), "aws:region": "us-west-2"}, tmp_path=tmp_path)
+    names = [run.one("aws:cloudwatch/dashboard:Dashboard").inputs["dashboardName"] for run in (dev, west)]
+    assert names == ["lakestack-dev-us-east-1", "lakestack-dev-us-west-2"]
+    # The alarm topic is regional: its name stays the prefix's.
+    assert west.one("aws:sns/topic:Topic").inputs["name"] == "lakestack-dev-alarms"
 
 
 def test_catalog_and_monitoring(dev):
