@@ -78,7 +78,8 @@ def security_posture(settings: AzureStackSettings) -> SecurityPosture:
         "you (the deploying identity): read the send secret"
         + (
             "; write artifacts; and, as the identity the jobs run as (Synapse runs a submitted job as its "
-            "submitter): write lake, checkpoints, logs; read the hub and the listen secret"
+            "submitter): write lake, checkpoints, logs; read the listen secret (the jobs read the hub with it, so no "
+            "Event Hubs data role is granted)"
             if pool
             else ""
         )

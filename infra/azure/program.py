@@ -290,7 +290,8 @@ def _declare_spark(
             secrets.secret_ids[LISTEN_SECRET],
             job_identity_type,
         ),
-        Grant("jobs-hub", "Azure Event Hubs Data Receiver", job_identity, hubs.hub_id, job_identity_type),
+        # No Event Hubs data role: the jobs read the hub with the listen rule's connection string (SASL PLAIN), which
+        # Event Hubs authorizes by its SAS rule; an Azure RBAC role is only consulted for Entra ID (OAuth) clients.
         # The deployer uploads the artifacts (and, as the jobs' identity, the pool reads them as it).
         Grant(
             "deployer-artifacts",
