@@ -28,6 +28,8 @@ StreamMode = Literal["on-demand", "provisioned"]
 Pipeline = Literal["ingest", "sales", "fraud", "orders-cow", "orders-mor", "maintenance"]
 # How bucket names are made globally unique: `<prefix>-<role>-<account>-<region>`, or as configured.
 BucketSuffix = Literal["account-region", "none"]
+# Which interface VPC endpoints the AWS stack adds: those that cost less than the NAT at the planned load, all, none.
+EndpointMode = Literal["auto", "all", "none"]
 T = TypeVar("T", bound=str)
 
 PROJECT = "lakestack"
@@ -99,6 +101,7 @@ _KNOWN_KEYS = (
     "security",
     "loadgen",
     "jobFlags",
+    "network",
 )
 
 
@@ -146,6 +149,15 @@ class SecuritySettings:
 
 
 @dataclass(frozen=True)
+class NetworkSettings:
+    """The AWS VPC's interface endpoints (``lakestack:network.interfaceEndpoints``): ``auto`` adds each one whose
+    hourly price is less than the NAT's per-GB charges it saves at the planned load (see
+    :func:`infra.pricing.interface_endpoint_plan`), ``all`` every one the stack can add, ``none`` none."""
+
+    interface_endpoints: EndpointMode = "auto"
+
+
+@dataclass(frozen=True)
 class LoadgenSettings:
     """Locust on ECS Fargate in the stack's private subnet: one master and ``workers`` workers per run."""
 
@@ -177,6 +189,7 @@ class StackSettings:
     expires_at: datetime = datetime(2000, 1, 1, tzinfo=UTC)
     alert_email: str | None = None
     security: SecuritySettings = SecuritySettings()
+    network: NetworkSettings = NetworkSettings()
     loadgen: LoadgenSettings | None = None
     job_flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     aws_profile: str | None = None
@@ -357,6 +370,7 @@ def parse_settings(
         expires_at=_parse_expiry(config.get("ttlHours"), config.get("expiresAt"), now=now, where=where),
         alert_email=_parse_email(config.get("alertEmail"), where=where),
         security=_parse_security(config.get("security"), where=where),
+        network=_parse_network(config.get("network"), where=where),
         loadgen=_parse_loadgen(config.get("loadgen"), local=local, where=where),
         job_flags=_parse_job_flags(config.get("jobFlags"), pipelines=pipelines, where=where),
         aws_profile=aws_profile,
@@ -681,6 +695,17 @@ def _parse_security(value: Any, *, where: str) -> SecuritySettings:
         explicit_key_policy=on["explicitKeyPolicy"],
         s3_access_logging=on["s3AccessLogging"],
     )
+
+
+def _parse_network(value: Any, *, where: str) -> NetworkSettings:
+    raw = _mapping("lakestack:network", value, where=where, fields=("interfaceEndpoints",))
+    mode = _parse_choice(
+        "lakestack:network.interfaceEndpoints",
+        raw.get("interfaceEndpoints", NetworkSettings.interface_endpoints),
+        get_args(EndpointMode),
+        where=where,
+    )
+    return NetworkSettings(interface_endpoints=mode)
 
 
 def _parse_loadgen(value: Any, *, local: bool, where: str) -> LoadgenSettings | None:

@@ -17,6 +17,7 @@ from infra.aws.layout import (
 )
 from infra.config import StackSettings
 from infra.posture import SecurityPosture
+from infra.pricing import interface_endpoint_plan
 
 _DEVIATION_TEXT = {
     "lakestack:security.flowLogs": "VPC flow logs off",
@@ -65,7 +66,15 @@ def _network(settings: StackSettings) -> list[str]:
     ]
     if not settings.needs_network:
         return [*lines, "no VPC: the stack runs no compute"]
-    lines.append("VPC: private subnet, no public IPs; out through a NAT gateway and an S3 gateway endpoint")
+    endpoints = interface_endpoint_plan(settings).services
+    lines.append(
+        "VPC: private subnet, no public IPs; out through a NAT gateway and an S3 gateway endpoint"
+        + (
+            f"; interface endpoints for {', '.join(endpoints)} (private DNS, TLS 443 from the VPC only)"
+            if endpoints
+            else ""
+        )
+    )
     if settings.cluster.enabled:
         lines.append(
             "cluster: egress HTTPS and intra-cluster only, no ingress beyond EMR's own; "

@@ -31,6 +31,7 @@ from infra.aws.stream import Stream, StreamArgs
 from infra.config import BRONZE_TABLE, BUCKET_ROLES, EXPIRES_AT_TAG, LoadgenSettings, Pipeline, StackSettings
 from infra.errors import NotBuiltError
 from infra.pipelines import catalog_tables, checkpoint_uri, lake_uri, pipeline_args
+from infra.pricing import interface_endpoint_plan
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,8 @@ def _network(core: _Core) -> Network:
             ),
             flow_logs_after=[core.storage.logs_policy],
             restrict_default_security_group=s.security.restrict_default_security_group,
+            # Chosen with the prices and the planned load, as `lakestack plan` shows and prices them.
+            interface_endpoints=interface_endpoint_plan(s).services,
         ),
     )
 

@@ -165,6 +165,17 @@ class RecordingMocks(pulumi.runtime.Mocks):
                 "arn": f"arn:{self.partition}:iam::{ACCOUNT}:user/test",
                 "userId": "test",
             }
+        if args.token == "aws:ec2/getVpcEndpointService:getVpcEndpointService":
+            service = args.args["service"]
+            prefix = PARTITIONS[self.partition]["reverseDnsPrefix"]
+            return {
+                "id": service,
+                "service": service,
+                "serviceName": f"{prefix}.us-east-1.{service}",
+                "serviceType": args.args.get("serviceType", "Interface"),
+                "availabilityZones": ZONES,
+                "privateDnsName": f"{service}.us-east-1.{PARTITIONS[self.partition]['dnsSuffix']}",
+            }
         if args.token == "aws:index/getPartition:getPartition":
             return {"id": self.partition, "partition": self.partition, **PARTITIONS[self.partition]}
         if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":

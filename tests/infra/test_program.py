@@ -252,10 +252,60 @@ def test_no_node_gets_a_public_ip(dev):
     for sg in dev.of_type("aws:ec2/securityGroup:SecurityGroup"):
         assert "ingress" not in sg.inputs, sg.name
         assert sg.inputs["tags"]["for-use-with-amazon-emr-managed-policies"] == "true"
-    # No rule resource opens ingress from anywhere (the load generator is off on dev).
-    assert dev.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule") == []
+    # The one ingress rule (the load generator is off on dev) takes TLS from the VPC to the interface endpoints.
+    (ingress,) = dev.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+    assert (ingress.name, ingress.inputs["cidrIpv4"], ingress.inputs["fromPort"]) == (
+        "network-endpoints-https-in",
+        "10.60.0.0/16",
+        443,
+    )
     assert cluster["ec2Attributes"]["serviceAccessSecurityGroup"] == "spark-service-access-sg-id"
     assert dev.named("network-private").inputs["tags"]["for-use-with-amazon-emr-managed-policies"] == "true"
+
+
+def test_kinesis_is_reached_through_an_interface_endpoint_that_takes_tls_from_the_vpc_only(dev):
+    (endpoint,) = [
+        e.inputs
+        for e in dev.of_type("aws:ec2/vpcEndpoint:VpcEndpoint")
+        if e.inputs["vpcEndpointType"] == "Interface"
+    ]
+    assert {k: v for k, v in endpoint.items() if k != "tags"} == {
+        "vpcId": "network-vpc-id",
+        "serviceName": "com.amazonaws.us-east-1.kinesis-streams",
+        "vpcEndpointType": "Interface",
+        "subnetIds": ["network-private-id"],
+        "securityGroupIds": ["network-endpoints-sg-id"],
+        # The SDKs' own hostname (kinesis.<region>.amazonaws.com) resolves to the endpoint inside the VPC.
+        "privateDnsEnabled": True,
+    }
+    rule = dev.named("network-endpoints-https-in").inputs
+    assert {k: rule[k] for k in ("securityGroupId", "ipProtocol", "fromPort", "toPort", "cidrIpv4")} == {
+        "securityGroupId": "network-endpoints-sg-id",
+        "ipProtocol": "tcp",
+        "fromPort": 443,
+        "toPort": 443,
+        "cidrIpv4": "10.60.0.0/16",
+    }
+    assert not [
+        r
+        for r in dev.of_type("aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule")
+        if r.inputs["securityGroupId"] == "network-endpoints-sg-id"
+    ]
+    # The cluster reads Kinesis through it: created after it, destroyed before it.
+    assert "network-kinesis-streams-endpoint" in dev.depends_on(dev.one("aws:emr/cluster:Cluster"))
+
+
+@pytest.mark.parametrize(("mode", "services"), [("all", ["kinesis-streams", "logs", "sts"]), ("none", [])])
+def test_the_interface_endpoints_setting_adds_all_or_none(tmp_path, mode, services):
+    config = {**stack_config("dev"), "lakestack:network": {"interfaceEndpoints": mode}}
+    run = execute_program(config, tmp_path=tmp_path)
+    interface = [
+        e
+        for e in run.of_type("aws:ec2/vpcEndpoint:VpcEndpoint")
+        if e.inputs["vpcEndpointType"] == "Interface"
+    ]
+    assert [e.inputs["serviceName"].rsplit(".", 1)[1] for e in interface] == services
+    assert bool(run.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")) == bool(services)
 
 
 def test_service_role_uses_the_v2_policy_and_passes_only_the_instance_role(dev):
