@@ -15,16 +15,15 @@ from pulumi_azure_native import authorization, resources
 
 from infra.azure.access import Access, AccessArgs, Grant
 from infra.azure.deploy import (
-    SYNAPSE_LOCK_FILE,
     JobDeployment,
     JobDeploymentArgs,
     SynapseArtifacts,
     build_synapse_artifacts,
-    pool_requirements,
 )
 from infra.azure.eventhubs import EventHubs, EventHubsArgs
 from infra.azure.keyvault import SecretStore, SecretStoreArgs
 from infra.azure.monitoring import DiagnosticTarget, Monitoring, MonitoringArgs
+from infra.azure.pool_packages import SYNAPSE_LOCK_FILE, pool_requirements
 from infra.azure.private_link import ManagedPrivateEndpoints
 from infra.azure.settings import (
     FILESYSTEMS,

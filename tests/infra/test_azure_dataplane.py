@@ -16,13 +16,13 @@ from infra.azure.deploy import (
     _SparkJobProvider,
     build_synapse_artifacts,
     job_definition,
-    pool_requirements,
     start_job,
     stop_job,
 )
 from infra.azure.errors import DeploymentError
 from infra.azure.eventhubs import _PartitionGuardProvider, partition_change_error
 from infra.azure.libraries import apply_requirements, pool_id
+from infra.azure.pool_packages import pool_requirements
 from infra.azure.private_link import Target, api_version, approve_pending, connect, ensure_endpoints
 from infra.azure.settings import NODE_SIZE_TABLE, size_pool
 from infra.config import PROJECT_DIR
