@@ -17,8 +17,8 @@ computed before anything is built, so an unchanged version is never rebuilt or r
 changes the hash, the S3 keys, and therefore the EMR steps: ``pulumi up`` redeploys.
 
 The load generator (``lakestack:loadgen``) gets the same treatment: a wheel of ``loadtest/`` and the task runner
-(``infra/aws/loadgen_task.py``) under ``loadgen/<hash>/``; the Fargate tasks install them into the public
-Locust image at start-up.
+(``infra/aws/loadgen_task.py``) under ``loadgen/<hash>/``; the Fargate tasks install Locust and boto3 (pinned
+from the lock, as the cluster's environment is) and then the wheel into a plain Python image at start-up.
 """
 
 from __future__ import annotations
@@ -34,10 +34,11 @@ import tarfile
 import tempfile
 import tomllib
 import zipfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from infra.config import LOADGEN_PYTHON
 from infra.errors import ArtifactError
 from infra.runtime import default_release
 from infra.sizing import Architecture
@@ -83,6 +84,9 @@ WHEEL_DIST = "lakestack_jobs"
 LOADGEN_WHEEL_DIST = "lakestack_loadtest"
 LOADGEN_RUNNER_NAME = "run_loadgen.py"
 LOADGEN_RUNNER_SOURCE = Path(__file__).resolve().parent / "aws" / "loadgen_task.py"
+# What the load suite imports beyond the standard library (Locust, and boto3 for Kinesis); Fargate runs x86_64.
+LOADGEN_REQUIREMENTS = ("locust", "boto3")
+LOADGEN_ARCHITECTURE: Architecture = "x86_64"
 # Zip entries get a fixed date so the wheel's bytes depend on its files only (1980 is the zip format's epoch).
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 # What the wheel holds, part of the content hash: a cached build from before package data was packed (modules
@@ -107,11 +111,13 @@ class JobArtifacts:
 
 @dataclass(frozen=True)
 class LoadgenArtifacts:
-    """The load suite's wheel and the Fargate task runner, and the hash their S3 keys are built from."""
+    """The load suite's wheel and the Fargate task runner, the hash their S3 keys are built from, and the pins
+    (``name==version``) each task installs before them."""
 
     content_hash: str
     wheel: Path
     runner: Path
+    requirements: tuple[str, ...]
 
     @property
     def key_prefix(self) -> str:
@@ -168,9 +174,14 @@ def read_lock(lock: Path) -> list[LockedPackage]:
 
 def cluster_environment_markers(architecture: Architecture) -> dict[str, str]:
     """The marker values of the cluster's interpreter: CPython 3.11 on Linux, ``architecture``."""
+    return linux_environment_markers(CLUSTER_PYTHON, architecture)
+
+
+def linux_environment_markers(python: str, architecture: Architecture) -> dict[str, str]:
+    """The marker values of CPython ``python`` (``3.11``) on Linux, ``architecture``."""
     return {
-        "python_version": CLUSTER_PYTHON,
-        "python_full_version": f"{CLUSTER_PYTHON}.0",
+        "python_version": python,
+        "python_full_version": f"{python}.0",
         "implementation_name": "cpython",
         "platform_python_implementation": "CPython",
         "sys_platform": "linux",
@@ -189,26 +200,37 @@ def locked_cluster_requirements(
     Raises:
         ArtifactError: a base dependency has no pin for the cluster in the lockfile.
     """
+    roots = [re.split(r"[\s<>=!~;\[]", r, maxsplit=1)[0] for r in cluster_requirements(pyproject)]
+    return locked_closure(lock, roots, environment=cluster_environment_markers(architecture))
+
+
+def locked_closure(lock: Path, roots: Sequence[str], *, environment: Mapping[str, str]) -> tuple[str, ...]:
+    """``name==version`` for ``roots`` and everything they need, as ``lock`` pins them for the interpreter and
+    platform whose marker values are ``environment``, sorted by name.
+
+    Raises:
+        ArtifactError: a root has no pin for that interpreter and platform in the lockfile.
+    """
     from packaging.markers import Marker
 
-    environment = cluster_environment_markers(architecture)
     pins: dict[str, LockedPackage] = {}
     needs: dict[str, set[str]] = {}
     for package in read_lock(lock):
-        if package.marker is not None and not Marker(package.marker).evaluate(environment):
+        if package.marker is not None and not Marker(package.marker).evaluate(dict(environment)):
             continue
         pins[package.name] = package
         for parent in package.needed_by:
             needs.setdefault(parent, set()).add(package.name)
-    roots = [_canonical(re.split(r"[\s<>=!~;\[]", r, maxsplit=1)[0]) for r in cluster_requirements(pyproject)]
-    missing = [r for r in roots if r not in pins]
+    wanted = [_canonical(r) for r in roots]
+    missing = [r for r in wanted if r not in pins]
     if missing:
         raise ArtifactError(
-            f"expected pins for {', '.join(missing)} in {lock}; found none for Python {CLUSTER_PYTHON} on Linux "
-            f"{architecture}. Regenerate the lockfile (see its header) after changing pyproject.toml."
+            f"expected pins for {', '.join(missing)} in {lock}; found none for Python "
+            f"{environment['python_version']} on Linux {environment['platform_machine']}. Regenerate the "
+            "lockfile (see its header) after changing pyproject.toml."
         )
     chosen: set[str] = set()
-    todo = list(roots)
+    todo = list(wanted)
     while todo:
         name = todo.pop()
         if name in chosen or name not in pins:
@@ -437,24 +459,34 @@ def tls_domain(region: str) -> str:
 def build_loadgen_artifacts(project_dir: Path, out_dir: Path) -> LoadgenArtifacts:
     """Build (or reuse, when the hash is unchanged) the ``loadtest`` wheel and the Fargate task runner.
 
-    No network: the wheel declares no dependencies (the Locust image has Locust; the runner installs boto3).
+    No network: the wheel declares no dependencies; the task installs ``requirements`` (Locust, boto3 and what
+    they need, as ``requirements.lock`` pins them for Python 3.11 on Linux x86_64) before it.
 
     Args:
         project_dir: the repository root (holding ``loadtest/``).
         out_dir: cache folder; each version lands in ``out_dir/<hash>/``.
     """
     runner = LOADGEN_RUNNER_SOURCE.read_bytes()
+    requirements = locked_closure(
+        project_dir / LOCK_FILE,
+        LOADGEN_REQUIREMENTS,
+        environment=linux_environment_markers(LOADGEN_PYTHON, LOADGEN_ARCHITECTURE),
+    )
     content_hash = source_hash(
-        project_dir, requirements=(), architecture="x86_64", packages=("loadtest",), extra=(runner,)
+        project_dir,
+        requirements=(),
+        architecture=LOADGEN_ARCHITECTURE,
+        packages=("loadtest",),
+        extra=(runner,),
     )
     target = out_dir / content_hash
     wheels = sorted(target.glob("*.whl")) if target.is_dir() else []
     if (target / LOADGEN_RUNNER_NAME).is_file() and wheels:
-        return LoadgenArtifacts(content_hash, wheels[0], target / LOADGEN_RUNNER_NAME)
+        return LoadgenArtifacts(content_hash, wheels[0], target / LOADGEN_RUNNER_NAME, requirements)
     staging = out_dir / f".{content_hash}.partial"
     shutil.rmtree(staging, ignore_errors=True)
     wheel = build_package_wheel(project_dir, staging, package="loadtest", dist=LOADGEN_WHEEL_DIST)
     (staging / LOADGEN_RUNNER_NAME).write_bytes(runner)
     shutil.rmtree(target, ignore_errors=True)
     os.replace(staging, target)
-    return LoadgenArtifacts(content_hash, target / wheel.name, target / LOADGEN_RUNNER_NAME)
+    return LoadgenArtifacts(content_hash, target / wheel.name, target / LOADGEN_RUNNER_NAME, requirements)

@@ -29,6 +29,8 @@ StreamMode = Literal["on-demand", "provisioned"]
 Pipeline = Literal["ingest", "sales", "fraud", "orders-cow", "orders-mor", "maintenance"]
 # How bucket names are made globally unique: `<prefix>-<role>-<account>-<region>`, or as configured.
 BucketSuffix = Literal["account-region", "none"]
+# Which interface VPC endpoints the AWS stack adds: those that cost less than the NAT at the planned load, all, none.
+EndpointMode = Literal["auto", "all", "none"]
 T = TypeVar("T", bound=str)
 
 PROJECT = "lakestack"
@@ -63,6 +65,11 @@ FARGATE_SIZES: dict[int, tuple[int, ...]] = {
     4096: tuple(range(8192, 30721, 1024)),
 }
 MAX_LOADGEN_WORKERS = 50
+# The load generator's image: Docker's official Python image as public ECR serves it (Docker Hub limits anonymous
+# pulls per address, and every task of a run pulls through the NAT's one address). Each task installs Locust and
+# boto3 at the lock's versions for this Python at start-up (infra.artifacts.build_loadgen_artifacts).
+LOADGEN_PYTHON = "3.11"
+DEFAULT_LOADGEN_IMAGE = f"public.ecr.aws/docker/library/python:{LOADGEN_PYTHON}-slim"
 # The flags the program sets on every pipeline step itself (contract C3 and the ingest job's); extra flags
 # from lakestack:jobFlags may not override them, or two pipelines could end up sharing a checkpoint.
 RESERVED_JOB_FLAGS = (
@@ -93,6 +100,7 @@ _KNOWN_KEYS = (
     "security",
     "loadgen",
     "jobFlags",
+    "network",
 )
 
 
@@ -145,13 +153,23 @@ class SecuritySettings:
 
 
 @dataclass(frozen=True)
+class NetworkSettings:
+    """The AWS VPC's interface endpoints (``lakestack:network.interfaceEndpoints``): ``auto`` adds each one whose
+    hourly price is less than the NAT's per-GB charges it saves at the planned load (see
+    :func:`infra.pricing.interface_endpoint_plan`), ``all`` every one the stack can add, ``none`` none."""
+
+    interface_endpoints: EndpointMode = "auto"
+
+
+@dataclass(frozen=True)
 class LoadgenSettings:
     """Locust on ECS Fargate in the stack's private subnet: one master and ``workers`` workers per run."""
 
     workers: int
     cpu: int = 1024
     memory_mb: int = 2048
-    image: str = "locustio/locust:2.47.0"
+    # A Python 3.11 image with pip (the task installs the load suite's pins for that Python).
+    image: str = DEFAULT_LOADGEN_IMAGE
 
 
 @dataclass(frozen=True)
@@ -175,6 +193,7 @@ class StackSettings:
     expires_at: datetime = datetime(2000, 1, 1, tzinfo=UTC)
     alert_email: str | None = None
     security: SecuritySettings = SecuritySettings()
+    network: NetworkSettings = NetworkSettings()
     loadgen: LoadgenSettings | None = None
     job_flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     aws_profile: str | None = None
@@ -356,6 +375,7 @@ def parse_settings(
         expires_at=_parse_expiry(config.get("ttlHours"), config.get("expiresAt"), now=now, where=where),
         alert_email=_parse_email(config.get("alertEmail"), where=where),
         security=_parse_security(config.get("security"), where=where),
+        network=_parse_network(config.get("network"), where=where),
         loadgen=_parse_loadgen(config.get("loadgen"), local=local, where=where),
         job_flags=_parse_job_flags(config.get("jobFlags"), pipelines=pipelines, where=where),
         aws_profile=aws_profile,
@@ -701,6 +721,17 @@ def _parse_security(value: Any, *, where: str) -> SecuritySettings:
         explicit_key_policy=on["explicitKeyPolicy"],
         s3_access_logging=on["s3AccessLogging"],
     )
+
+
+def _parse_network(value: Any, *, where: str) -> NetworkSettings:
+    raw = _mapping("lakestack:network", value, where=where, fields=("interfaceEndpoints",))
+    mode = _parse_choice(
+        "lakestack:network.interfaceEndpoints",
+        raw.get("interfaceEndpoints", NetworkSettings.interface_endpoints),
+        get_args(EndpointMode),
+        where=where,
+    )
+    return NetworkSettings(interface_endpoints=mode)
 
 
 def _parse_loadgen(value: Any, *, local: bool, where: str) -> LoadgenSettings | None:

@@ -9,6 +9,10 @@ pipeline's step starts, and when its step is deleted, a short "stop" step kills 
 by name and waits until YARN reports it gone. The new query then resumes from the same checkpoint: no record
 is lost or written twice.
 
+The refresh before every update (``refresh: always``) reads each step's state with DescribeStep. A step that
+is no longer pending or running (it failed, was cancelled or interrupted, or its job ended) is replaced by the
+next ``pulumi up``: the pipeline runs again from its checkpoint instead of staying "created" in the state.
+
 The provider runs in the Pulumi engine's Python host at ``pulumi up``. It calls EMR with the stack's AWS
 configuration (``aws:region``, ``aws:profile``, its keys and assumed roles), not whatever credentials happen to be in the environment.
 """
@@ -51,6 +55,9 @@ STOP_ATTEMPTS, STOP_DELAY_S = 12, 5
 # How long `pulumi up` waits for a stop step: queued behind other steps, then up to a minute of kills.
 STOP_WAIT_DELAY_S, STOP_WAIT_ATTEMPTS = 15, 60
 _FINISHED_CLUSTER_STATES = ("TERMINATING", "TERMINATED", "TERMINATED_WITH_ERRORS")
+# DescribeStep's states in which a step may still run its pipeline; in any other (CANCEL_PENDING, COMPLETED,
+# CANCELLED, FAILED, INTERRUPTED) it is over, and the next `up` replaces it.
+LIVE_STEP_STATES = ("PENDING", "RUNNING")
 
 
 def application_name(pipeline: str) -> str:
@@ -234,17 +241,32 @@ class _EmrStepProvider(dynamic.ResourceProvider):
                 }
             ],
         )
-        return dynamic.CreateResult(id_=reply["StepIds"][0], outs=dict(props))
+        return dynamic.CreateResult(id_=reply["StepIds"][0], outs={**props, "step_state": "PENDING"})
+
+    def read(self, id_: str, props: dict[str, Any]) -> dynamic.ReadResult:
+        from botocore.exceptions import ClientError
+
+        try:
+            step = self._client(props).describe_step(ClusterId=props["cluster_id"], StepId=id_)
+        except ClientError as error:
+            if _error_code(error) == "InvalidRequestException":
+                # EMR no longer knows the cluster or the step: nothing runs, and the state forgets it.
+                return dynamic.ReadResult("", {})
+            raise
+        return dynamic.ReadResult(id_, {**props, "step_state": step["Step"]["Status"]["State"]})
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.DiffResult:
         replaces = [k for k in ("cluster_id", "args", "step_name", "region") if olds.get(k) != news.get(k)]
+        # A step the refresh found over is started again (a state from before steps were read has none).
+        if olds.get("step_state", LIVE_STEP_STATES[0]) not in LIVE_STEP_STATES:
+            replaces.append("step_state")
         # New credentials change how EMR is called, not the step.
         how = ("profile", "access_key", "secret_key", "token", "assume_roles")
         changed = bool(replaces) or any(olds.get(k) != news.get(k) for k in how)
         return dynamic.DiffResult(changes=changed, replaces=replaces, delete_before_replace=True)
 
-    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> dynamic.UpdateResult:
-        return dynamic.UpdateResult(outs=dict(news))
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.UpdateResult:
+        return dynamic.UpdateResult(outs={**news, "step_state": olds.get("step_state", LIVE_STEP_STATES[0])})
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         from botocore.exceptions import ClientError
@@ -259,7 +281,7 @@ class _EmrStepProvider(dynamic.ResourceProvider):
         if cluster in _FINISHED_CLUSTER_STATES:
             return
         state = client.describe_step(ClusterId=props["cluster_id"], StepId=_id)["Step"]["Status"]["State"]
-        if state in ("PENDING", "RUNNING"):
+        if state in LIVE_STEP_STATES:
             client.cancel_steps(
                 ClusterId=props["cluster_id"], StepIds=[_id], StepCancellationOption="SEND_INTERRUPT"
             )
@@ -268,7 +290,8 @@ class _EmrStepProvider(dynamic.ResourceProvider):
 
 
 class EmrStep(dynamic.Resource):
-    """One EMR step (a spark-submit of one pipeline); replaced when its arguments change."""
+    """One EMR step (a spark-submit of one pipeline); replaced when its arguments change, or when the refresh
+    finds it no longer pending or running."""
 
     def __init__(
         self,

@@ -12,7 +12,8 @@ import pulumi_aws as aws
 
 from infra.aws._policy import assume_role, document, statement
 
-EMR_SERVICE_POLICY_V2 = "arn:aws:iam::aws:policy/service-role/AmazonEMRServicePolicy_v2"
+# AWS's managed policy, in the provider's partition (aws, aws-cn, aws-us-gov): arn:<partition>:iam::aws:policy/...
+EMR_SERVICE_POLICY_V2 = "iam::aws:policy/service-role/AmazonEMRServicePolicy_v2"
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,8 @@ class ClusterRolesArgs:
     glue_database: pulumi.Input[str]
     region: str
     account_id: pulumi.Input[str]
+    # The provider's partition (aws.get_partition): every ARN the roles name is built in it.
+    partition: pulumi.Input[str] = "aws"
     tags: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -35,8 +38,8 @@ def _objects(arn: pulumi.Input[str]) -> pulumi.Output[str]:
 def instance_policy_statements(args: ClusterRolesArgs) -> list[dict[str, Any]]:
     """The instance role's statements: every data action is limited to this stack's ARNs."""
     buckets = args.bucket_arns
-    glue_base = pulumi.Output.all(args.account_id, args.glue_database).apply(
-        lambda v: (f"arn:aws:glue:{args.region}:{v[0]}", v[1])
+    glue_base = pulumi.Output.all(args.partition, args.account_id, args.glue_database).apply(
+        lambda v: (f"arn:{v[0]}:glue:{args.region}:{v[1]}", v[2])
     )
     return [
         statement(
@@ -110,7 +113,10 @@ class ClusterRoles(pulumi.ComponentResource):
         )
         # The v2 policy acts only on resources tagged for-use-with-amazon-emr-managed-policies=true (see network).
         service_policy = aws.iam.RolePolicyAttachment(
-            f"{name}-service-policy", role=service_role.name, policy_arn=EMR_SERVICE_POLICY_V2, opts=child
+            f"{name}-service-policy",
+            role=service_role.name,
+            policy_arn=pulumi.Output.concat("arn:", args.partition, ":", EMR_SERVICE_POLICY_V2),
+            opts=child,
         )
         service_access = aws.iam.RolePolicy(
             f"{name}-service-access",

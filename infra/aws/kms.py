@@ -82,6 +82,7 @@ def key_policy_document(
     disk_role_arns: Sequence[str] = (),
     log_group_prefix: str | None = None,
     partition: str = "aws",
+    dns_suffix: str = "amazonaws.com",
 ) -> dict[str, Any]:
     """The key policy as a dict (see the module docstring for who gets what).
 
@@ -93,6 +94,7 @@ def key_policy_document(
             resources.
         log_group_prefix: log groups (``/lakestack/<prefix>/...``) CloudWatch Logs may encrypt; none if ``None``.
         partition: the AWS partition.
+        dns_suffix: the partition's DNS suffix (``amazonaws.com``, ``amazonaws.com.cn``): regional service names.
     """
     root = f"arn:{partition}:iam::{account_id}:root"
     statements: list[dict[str, Any]] = [
@@ -112,7 +114,7 @@ def key_policy_document(
             "Condition": {
                 "StringEquals": {
                     "kms:CallerAccount": account_id,
-                    "kms:ViaService": [f"s3.{region}.amazonaws.com", f"kinesis.{region}.amazonaws.com"],
+                    "kms:ViaService": [f"s3.{region}.{dns_suffix}", f"kinesis.{region}.{dns_suffix}"],
                 }
             },
         },
@@ -160,7 +162,7 @@ def key_policy_document(
             {
                 "Sid": "CloudWatchLogsEncryptStackLogGroups",
                 "Effect": "Allow",
-                "Principal": {"Service": f"logs.{region}.amazonaws.com"},
+                "Principal": {"Service": f"logs.{region}.{dns_suffix}"},
                 "Action": [
                     "kms:Encrypt*",
                     "kms:Decrypt*",
@@ -191,6 +193,9 @@ class KeyAccessArgs:
     user_role_arns: Sequence[pulumi.Input[str]] = ()
     disk_role_arns: Sequence[pulumi.Input[str]] = ()
     log_group_prefix: str | None = None
+    # The provider's partition and its DNS suffix (aws.get_partition): ARNs and regional service names.
+    partition: pulumi.Input[str] = "aws"
+    dns_suffix: pulumi.Input[str] = "amazonaws.com"
 
 
 class KeyAccess(pulumi.ComponentResource):
@@ -200,13 +205,15 @@ class KeyAccess(pulumi.ComponentResource):
     def __init__(self, name: str, args: KeyAccessArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("lakestack:aws:KeyAccess", name, None, opts)
         users, disks = list(args.user_role_arns), list(args.disk_role_arns)
-        document = pulumi.Output.all(args.account_id, *users, *disks).apply(
+        document = pulumi.Output.all(args.partition, args.dns_suffix, args.account_id, *users, *disks).apply(
             lambda v: key_policy_document(
-                account_id=v[0],
+                account_id=v[2],
                 region=args.region,
-                user_role_arns=v[1 : 1 + len(users)],
-                disk_role_arns=v[1 + len(users) :],
+                user_role_arns=v[3 : 3 + len(users)],
+                disk_role_arns=v[3 + len(users) :],
                 log_group_prefix=args.log_group_prefix,
+                partition=v[0],
+                dns_suffix=v[1],
             )
         )
         policy = aws.kms.KeyPolicy(

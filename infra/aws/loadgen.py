@@ -1,8 +1,9 @@
 """Load from more than one machine: Locust on ECS Fargate in the stack's private subnet (``lakestack:loadgen``).
 
 The stack declares what a run needs and nothing that costs money while idle: an ECS cluster, a master and a
-worker task definition (the public Locust image; the kit's load suite installed at start from the artifacts
-bucket by ``infra/aws/loadgen_task.py``), their roles, security groups and log group. A run (``lakestack
+worker task definition (Docker's official Python image from public ECR, which does not throttle anonymous pulls
+per address as Docker Hub does; Locust and boto3 installed at start at the lock's versions, then the kit's load
+suite from the artifacts bucket by ``infra/aws/loadgen_task.py``), their roles, security groups and log group. A run (``lakestack
 bench``) starts one master task with the run's options as container overrides, waits for its private address,
 starts ``workers`` worker tasks pointed at it, and collects the statistics and ledgers the tasks upload to the
 logs bucket under ``loadgen/<run id>/``. Tasks rather than ECS services: a service would restart a finished
@@ -35,17 +36,22 @@ LOCUST_PORT = 5557
 HTTPS_PORT = 443
 CONTAINER = "locust"
 LOG_RETENTION_DAYS = 30
-BOTO3_REQUIREMENT = "boto3>=1.35,<2"
-# Installs boto3, fetches the runner and the load-suite wheel from the artifacts bucket, hands over to the runner.
-BOOTSTRAP = (
-    "set -eu; "
-    f"python -m pip install --quiet --user --no-cache-dir {shlex.quote(BOTO3_REQUIREMENT)}; "
-    "python -c 'import os, pathlib, boto3; "
-    'd = pathlib.Path.home() / "lakestack"; d.mkdir(exist_ok=True); s3 = boto3.client("s3"); '
-    '[s3.download_file(os.environ["LAKESTACK_BUNDLE_BUCKET"], os.environ["LAKESTACK_BUNDLE_PREFIX"] + n, str(d / n)) '
-    'for n in os.environ["LAKESTACK_BUNDLE_FILES"].split(",")]\'; '
-    f'exec python "$HOME/lakestack/{LOADGEN_RUNNER_NAME}"'
-)
+
+
+def bootstrap(requirements: Sequence[str]) -> str:
+    """The task's start-up command: install ``requirements`` (the lock's pins of Locust, boto3 and all they need:
+    no resolution, wheels only, so a slim image needs no compiler), fetch the runner and the load-suite wheel from
+    the artifacts bucket, hand over to the runner."""
+    pins = " ".join(shlex.quote(r) for r in requirements)
+    return (
+        "set -eu; "
+        f"python -m pip install --quiet --user --no-cache-dir --no-deps --only-binary=:all: {pins}; "
+        "python -c 'import os, pathlib, boto3; "
+        'd = pathlib.Path.home() / "lakestack"; d.mkdir(exist_ok=True); s3 = boto3.client("s3"); '
+        '[s3.download_file(os.environ["LAKESTACK_BUNDLE_BUCKET"], os.environ["LAKESTACK_BUNDLE_PREFIX"] + n, str(d / n)) '
+        'for n in os.environ["LAKESTACK_BUNDLE_FILES"].split(",")]\'; '
+        f'exec python "$HOME/lakestack/{LOADGEN_RUNNER_NAME}"'
+    )
 
 
 @dataclass(frozen=True)
@@ -134,6 +140,7 @@ def container_definition(  # noqa: PLR0913 - the values baked into one task's co
     *,
     role: str,
     image: str,
+    requirements: Sequence[str],
     region: str,
     stream_name: str,
     workers: int,
@@ -162,7 +169,7 @@ def container_definition(  # noqa: PLR0913 - the values baked into one task's co
         "image": image,
         "essential": True,
         "entryPoint": ["sh", "-c"],
-        "command": [BOOTSTRAP],
+        "command": [bootstrap(requirements)],
         "environment": [{"name": k, "value": v} for k, v in sorted(environment.items())],
         "logConfiguration": {
             "logDriver": "awslogs",
@@ -188,6 +195,7 @@ def _containers_json(args: LoadGeneratorArgs, role: str, bundle_files: list[str]
             container_definition(
                 role=role,
                 image=args.image,
+                requirements=args.artifacts.requirements,
                 region=args.region,
                 stream_name=stream_name,
                 workers=args.workers,

@@ -1,7 +1,7 @@
 """Runs inside a load-generator task on Fargate (shipped as ``run_loadgen.py``, not imported by the program).
 
-The task's bootstrap command installs boto3 into the public Locust image and downloads this file and the
-``loadtest`` wheel from the artifacts bucket; this script then installs the wheel, runs Locust as master or
+The task's bootstrap command installs Locust and boto3 (the lock's pins) into a plain Python image and
+downloads this file and the ``loadtest`` wheel from the artifacts bucket; this script then installs the wheel, runs Locust as master or
 worker, and uploads what the run produced (Locust's CSV/HTML statistics, the ledger of acknowledged events)
 to ``$LAKESTACK_RESULTS_URI/<run id>/<role>-<host>/``, so whoever drives the run (``lakestack bench``) can
 reconcile the ledger against the lake. Standard library and boto3 only.

@@ -15,6 +15,7 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.aws._policy import document
+from infra.aws.layout import dashboard_name
 
 # Five minutes behind is the point where Kinesis iterators start to expire and a reader risks data loss.
 ITERATOR_AGE_ALARM_MS = 5 * 60 * 1000
@@ -22,9 +23,10 @@ ITERATOR_AGE_ALARM_MS = 5 * 60 * 1000
 
 @dataclass(frozen=True)
 class MonitoringArgs:
-    """Inputs of :class:`Monitoring`. ``cluster_id`` is ``None`` when the stack declares no cluster."""
+    """Inputs of :class:`Monitoring`. ``name_prefix`` starts the topic's and the dashboard's names;
+    ``cluster_id`` is ``None`` when the stack declares no cluster."""
 
-    dashboard_name: str
+    name_prefix: str
     region: str
     stream_name: pulumi.Input[str]
     cluster_id: pulumi.Input[str] | None = None
@@ -97,7 +99,7 @@ class Monitoring(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         topic = aws.sns.Topic(
             f"{name}-alarms",
-            name=f"{args.dashboard_name}-alarms",
+            name=f"{args.name_prefix}-alarms",
             kms_master_key_id=args.topic_kms_key_arn,
             opts=child,
         )
@@ -113,7 +115,10 @@ class Monitoring(pulumi.ComponentResource):
             lambda v: json.dumps(dashboard_body(region=args.region, stream_name=v[0], cluster_id=v[1]))
         )
         dashboard = aws.cloudwatch.Dashboard(
-            f"{name}-dashboard", dashboard_name=args.dashboard_name, dashboard_body=body, opts=child
+            f"{name}-dashboard",
+            dashboard_name=dashboard_name(args.name_prefix, args.region),
+            dashboard_body=body,
+            opts=child,
         )
         alarm = aws.cloudwatch.MetricAlarm(
             f"{name}-iterator-age",

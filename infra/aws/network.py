@@ -1,5 +1,8 @@
 """A VPC whose private subnet holds the cluster: nodes get no public IP and reach AWS through a NAT gateway
-and an S3 gateway endpoint (S3 traffic, the bulk of it, stays off the NAT and its per-GB charge).
+and an S3 gateway endpoint (S3 traffic, the bulk of it, stays off the NAT and its per-GB charge), and through the
+interface endpoints the stack asks for (Kinesis when the planned load makes it cheaper than the NAT, see
+``infra.pricing.interface_endpoint_plan``): private DNS on, so the SDKs' usual hostnames resolve to them, and a
+security group that takes TLS on 443 from the VPC only.
 
 The subnets sit in the first available zone that offers the cluster's instance type (not every zone offers
 every type, and EMR fails late when the subnet's zone does not). Flow logs record all traffic to the logs
@@ -14,12 +17,14 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
+from infra.aws.layout import FLOW_LOG_HIVE_PARTITIONS
 from infra.errors import InfraError
 
 # AmazonEMRServicePolicy_v2 only lets EMR touch network resources that carry this tag.
 EMR_MANAGED_TAG = {"for-use-with-amazon-emr-managed-policies": "true"}
 # Flow-log records are aggregated over at most this many seconds (60 or 600); 600 is a tenth of the records.
 FLOW_LOG_AGGREGATION_S = 600
+HTTPS_PORT = 443
 
 
 @dataclass(frozen=True)
@@ -28,7 +33,9 @@ class NetworkArgs:
 
     ``instance_type``: the zone must offer it (``None``: the first available zone). ``flow_logs_destination``:
     an S3 ARN (bucket or bucket/prefix) for VPC flow logs, ``None`` for none; ``flow_logs_after``: resources
-    the flow log waits for (the bucket policy that lets log delivery write there).
+    the flow log waits for (the bucket policy that lets log delivery write there). ``interface_endpoints``: AWS
+    endpoint-service names (``kinesis-streams``, ``logs``, ``sts``) to reach through interface endpoints in the
+    private subnet.
     """
 
     region: str
@@ -36,6 +43,7 @@ class NetworkArgs:
     flow_logs_destination: pulumi.Input[str] | None = None
     flow_logs_after: Sequence[pulumi.Resource] = ()
     restrict_default_security_group: bool = True
+    interface_endpoints: Sequence[str] = ()
     cidr_block: str = "10.60.0.0/16"
     public_cidr: str = "10.60.0.0/24"
     private_cidr: str = "10.60.16.0/20"
@@ -76,8 +84,8 @@ class Network(pulumi.ComponentResource):
     """VPC, one public subnet (NAT only) and one private subnet.
 
     Outputs: ``vpc_id``, ``private_subnet_id``, ``zone``. Also ``ready``: the resources a node in the private
-    subnet needs before it can reach anything (NAT gateway, route-table association, S3 endpoint); the cluster
-    depends on them, so it is created after them and destroyed before them.
+    subnet needs before it can reach anything (NAT gateway, route-table association, S3 and interface
+    endpoints); the cluster depends on them, so it is created after them and destroyed before them.
     """
 
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -161,7 +169,7 @@ class Network(pulumi.ComponentResource):
                 destination_options={
                     "file_format": "parquet",
                     "per_hour_partition": True,
-                    "hive_compatible_partitions": True,
+                    "hive_compatible_partitions": FLOW_LOG_HIVE_PARTITIONS,
                 },
                 tags=tags,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.flow_logs_after)),
@@ -169,7 +177,60 @@ class Network(pulumi.ComponentResource):
         self.vpc_id: pulumi.Output[str] = vpc.id
         self.private_subnet_id: pulumi.Output[str] = private.id
         self.zone: pulumi.Output[str] = private.availability_zone
-        self.ready: list[pulumi.Resource] = [nat, private_assoc, s3_endpoint]
+        interface = self._interface_endpoints(name, args, vpc_id=vpc.id, subnet_id=private.id, tags=tags)
+        self.ready: list[pulumi.Resource] = [nat, private_assoc, s3_endpoint, *interface]
         self.register_outputs(
             {"vpc_id": self.vpc_id, "private_subnet_id": self.private_subnet_id, "zone": self.zone}
         )
+
+    def _interface_endpoints(
+        self,
+        name: str,
+        args: NetworkArgs,
+        *,
+        vpc_id: pulumi.Input[str],
+        subnet_id: pulumi.Input[str],
+        tags: Mapping[str, str],
+    ) -> list[pulumi.Resource]:
+        """One interface endpoint per service in ``args.interface_endpoints``, behind one security group."""
+        if not args.interface_endpoints:
+            return []
+        child = pulumi.ResourceOptions(parent=self)
+        group = aws.ec2.SecurityGroup(
+            f"{name}-endpoints-sg",
+            description="lakestack interface endpoints: TLS from the VPC only",
+            vpc_id=vpc_id,
+            revoke_rules_on_delete=True,
+            tags=dict(tags),
+            opts=child,
+        )
+        # Only in: an endpoint answers the connections made to it and starts none (security groups are stateful).
+        rule = aws.vpc.SecurityGroupIngressRule(
+            f"{name}-endpoints-https-in",
+            security_group_id=group.id,
+            ip_protocol="tcp",
+            from_port=HTTPS_PORT,
+            to_port=HTTPS_PORT,
+            cidr_ipv4=args.cidr_block,
+            description="TLS from the VPC to the interface endpoints",
+            opts=child,
+        )
+        endpoints: list[pulumi.Resource] = [rule]
+        for service in args.interface_endpoints:
+            # The region's (and partition's) own name for the service; the lookup fails at preview when the
+            # region does not offer it.
+            offered = aws.ec2.get_vpc_endpoint_service_output(service=service, service_type="Interface")
+            endpoints.append(
+                aws.ec2.VpcEndpoint(
+                    f"{name}-{service}-endpoint",
+                    vpc_id=vpc_id,
+                    service_name=offered.service_name,
+                    vpc_endpoint_type="Interface",
+                    subnet_ids=[subnet_id],
+                    security_group_ids=[group.id],
+                    private_dns_enabled=True,
+                    tags={**tags, "Name": f"{name}-{service}"},
+                    opts=child,
+                )
+            )
+        return endpoints

@@ -6,9 +6,18 @@ declares what these lines say.
 
 from __future__ import annotations
 
-from infra.aws.layout import ACCESS_LOG_PREFIX, EMR_LOG_PREFIX, FLOW_LOG_PREFIX, LOADGEN_RESULTS_PREFIX
+from infra.aws.layout import (
+    ACCESS_LOG_PREFIX,
+    EMR_LOG_PREFIX,
+    FLOW_LOG_PREFIX,
+    LOADGEN_RESULTS_PREFIX,
+    NONCURRENT_DAYS,
+    UNVERSIONED_ROLES,
+    dashboard_name,
+)
 from infra.config import StackSettings
 from infra.posture import SecurityPosture
+from infra.pricing import interface_endpoint_plan
 
 _DEVIATION_TEXT = {
     "lakestack:security.flowLogs": "VPC flow logs off",
@@ -50,10 +59,22 @@ def aws_security_posture(settings: StackSettings) -> SecurityPosture:
 def _network(settings: StackSettings) -> list[str]:
     if settings.is_local:
         return ["emulator stack: no VPC; the emulator listens on 127.0.0.1 only"]
-    lines = ["buckets: public access blocked, ACLs disabled"]
+    kept = ", ".join(f"{role} {days} days" for role, days in NONCURRENT_DAYS.items())
+    lines = [
+        f"buckets: public access blocked, ACLs disabled; versioned but {', '.join(sorted(UNVERSIONED_ROLES))} "
+        f"(Spark deletes its files every batch); old versions kept {kept}; expired delete markers removed"
+    ]
     if not settings.needs_network:
         return [*lines, "no VPC: the stack runs no compute"]
-    lines.append("VPC: private subnet, no public IPs; out through a NAT gateway and an S3 gateway endpoint")
+    endpoints = interface_endpoint_plan(settings).services
+    lines.append(
+        "VPC: private subnet, no public IPs; out through a NAT gateway and an S3 gateway endpoint"
+        + (
+            f"; interface endpoints for {', '.join(endpoints)} (private DNS, TLS 443 from the VPC only)"
+            if endpoints
+            else ""
+        )
+    )
     if settings.cluster.enabled:
         lines.append(
             "cluster: egress HTTPS and intra-cluster only, no ingress beyond EMR's own; "
@@ -84,7 +105,8 @@ def _logging(settings: StackSettings) -> list[str]:
         lines.append(f"load generator: CloudWatch Logs, 30 days; results under {LOADGEN_RESULTS_PREFIX}/")
     email = settings.alert_email
     lines.append(
-        f"iterator-age alarm to an SNS topic ({'e-mail to ' + email if email else 'no subscription'})"
+        f"iterator-age alarm to an SNS topic ({'e-mail to ' + email if email else 'no subscription'}); dashboard "
+        f"{dashboard_name(settings.name_prefix, settings.region)} (dashboards are per account, so it names the region)"
     )
     lines.append("the logs bucket keeps objects 90 days")
     return lines

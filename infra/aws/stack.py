@@ -31,6 +31,7 @@ from infra.aws.stream import Stream, StreamArgs
 from infra.config import BRONZE_TABLE, BUCKET_ROLES, EXPIRES_AT_TAG, LoadgenSettings, Pipeline, StackSettings
 from infra.errors import NotBuiltError
 from infra.pipelines import catalog_tables, checkpoint_uri, lake_uri, pipeline_args
+from infra.pricing import interface_endpoint_plan
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,9 @@ class _Core:
 
     settings: StackSettings
     account_id: pulumi.Output[str]
+    # aws, aws-cn or aws-us-gov (whatever the provider's credentials and region are in), and its DNS suffix.
+    partition: pulumi.Output[str]
+    dns_suffix: pulumi.Output[str]
     key: StackKey
     stream: Stream
     storage: LakeStorage
@@ -60,6 +64,7 @@ def declare_aws(settings: StackSettings, inputs: AwsInputs) -> dict[str, pulumi.
         inputs: the files the cluster and the load generator need, when those are enabled.
     """
     account_id = aws.get_caller_identity_output().account_id
+    partition = aws.get_partition_output()
     names = account_id.apply(settings.bucket_names_for)
     key = StackKey("key", StackKeyArgs(alias=settings.name_prefix))
     stream = Stream("stream", StreamArgs(settings=settings.stream, kms_key_arn=key.arn))
@@ -70,11 +75,12 @@ def declare_aws(settings: StackSettings, inputs: AwsInputs) -> dict[str, pulumi.
             kms_key_arn=key.arn,
             account_id=account_id,
             region=settings.region,
+            partition=partition.partition,
             access_logging=settings.security.s3_access_logging,
             accept_flow_logs=settings.needs_network and settings.security.flow_logs,
         ),
     )
-    core = _Core(settings, account_id, key, stream, storage)
+    core = _Core(settings, account_id, partition.partition, partition.dns_suffix, key, stream, storage)
     lake = storage.names["lake"]
     catalog = Catalog(
         "catalog",
@@ -96,7 +102,7 @@ def declare_aws(settings: StackSettings, inputs: AwsInputs) -> dict[str, pulumi.
     monitoring = Monitoring(
         "monitoring",
         MonitoringArgs(
-            dashboard_name=settings.name_prefix,
+            name_prefix=settings.name_prefix,
             region=settings.region,
             stream_name=stream.name,
             cluster_id=cluster_id,
@@ -144,6 +150,8 @@ def _network(core: _Core) -> Network:
             ),
             flow_logs_after=[core.storage.logs_policy],
             restrict_default_security_group=s.security.restrict_default_security_group,
+            # Chosen with the prices and the planned load, as `lakestack plan` shows and prices them.
+            interface_endpoints=interface_endpoint_plan(s).services,
         ),
     )
 
@@ -158,6 +166,7 @@ def _roles(core: _Core, catalog: Catalog) -> ClusterRoles:
             glue_database=catalog.database_name,
             region=core.settings.region,
             account_id=core.account_id,
+            partition=core.partition,
         ),
     )
 
@@ -172,6 +181,8 @@ def _key_access(core: _Core, roles: ClusterRoles | None) -> KeyAccess:
             user_role_arns=[roles.instance_role_arn] if roles else [],
             disk_role_arns=[roles.service_role_arn] if roles else [],
             log_group_prefix=log_group_prefix(core.settings.name_prefix) if core.settings.loadgen else None,
+            partition=core.partition,
+            dns_suffix=core.dns_suffix,
         ),
     )
 

@@ -1,6 +1,7 @@
 """S3 buckets for the Delta tables, the Spark checkpoints, the job artifacts and the logs.
 
-Every bucket is private, versioned, encrypted and TLS-only. The lake, checkpoint and artifact buckets log their
+Every bucket is private, encrypted and TLS-only, and all but the checkpoints bucket are versioned (see
+``UNVERSIONED_ROLES``). The lake, checkpoint and artifact buckets log their
 requests (S3 server access logging) to the logs bucket under ``s3-access/<role>/``; the logs bucket itself is
 not logged, since a bucket logging into itself would log its own log deliveries without end. The logs bucket is
 encrypted with SSE-S3 rather than the stack key because S3 cannot deliver server access logs to an SSE-KMS
@@ -17,11 +18,8 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.aws._policy import document
-from infra.aws.layout import ACCESS_LOG_PREFIX, FLOW_LOG_PREFIX
+from infra.aws.layout import ACCESS_LOG_PREFIX, NONCURRENT_DAYS, UNVERSIONED_ROLES, flow_log_objects
 
-# Days a replaced or deleted object version is kept (versioning is on for every bucket): long enough to undo a
-# bad vacuum or overwrite on the lake, short for checkpoints, which Spark rewrites every micro-batch.
-NONCURRENT_DAYS: dict[str, int] = {"lake": 30, "checkpoints": 7, "artifacts": 30, "logs": 7}
 # Logs are read while debugging, then only cost money.
 LOG_EXPIRY_DAYS = 90
 ABORT_MULTIPART_DAYS = 7
@@ -41,6 +39,8 @@ class LakeStorageArgs:
     kms_key_arn: pulumi.Input[str]
     account_id: pulumi.Input[str]
     region: str
+    # The provider's partition (aws.get_partition), for the log-delivery source ARNs.
+    partition: pulumi.Input[str] = "aws"
     access_logging: bool = True
     accept_flow_logs: bool = True
     tags: Mapping[str, str] = field(default_factory=dict)
@@ -54,13 +54,18 @@ def _lifecycle_rules(role: str) -> list[aws.s3.BucketLifecycleConfigurationRuleA
             "filter": {"prefix": ""},
             "abort_incomplete_multipart_upload": {"days_after_initiation": ABORT_MULTIPART_DAYS},
         },
-        {
-            "id": "expire-noncurrent-versions",
-            "status": "Enabled",
-            "filter": {"prefix": ""},
-            "noncurrent_version_expiration": {"noncurrent_days": NONCURRENT_DAYS[role]},
-        },
     ]
+    if role not in UNVERSIONED_ROLES:
+        rules.append(
+            {
+                "id": "expire-noncurrent-versions",
+                "status": "Enabled",
+                "filter": {"prefix": ""},
+                "noncurrent_version_expiration": {"noncurrent_days": NONCURRENT_DAYS[role]},
+                # Without it a deleted key's marker outlives its versions, and LISTs keep stepping over it.
+                "expiration": {"expired_object_delete_marker": True},
+            }
+        )
     if role == "logs":
         rules.append(
             {
@@ -92,6 +97,7 @@ def log_delivery_statements(
     account_id: pulumi.Input[str],
     region: str,
     flow_logs: bool,
+    partition: pulumi.Input[str] = "aws",
 ) -> list[dict[str, Any]]:
     """What the logs bucket lets AWS's log deliveries write, each only for this account (and, for S3 access
     logs, only for this stack's buckets). Declared here so AWS does not attach a policy of its own, which the
@@ -113,15 +119,17 @@ def log_delivery_statements(
             }
         )
     if flow_logs:
-        source = pulumi.Output.from_input(account_id).apply(lambda a: f"arn:aws:logs:{region}:{a}:*")
+        source = pulumi.Output.concat("arn:", partition, f":logs:{region}:", account_id, ":*")
         statements += [
             {
                 "Sid": "FlowLogDeliveryWrite",
                 "Effect": "Allow",
                 "Principal": {"Service": "delivery.logs.amazonaws.com"},
                 "Action": "s3:PutObject",
+                # Only where the flow log writes. The ACL condition is AWS's own policy for flow logs: delivery
+                # sends bucket-owner-full-control, the one ACL a BucketOwnerEnforced bucket still accepts.
                 "Resource": pulumi.Output.all(logs, account_id).apply(
-                    lambda v: f"{v[0]}/{FLOW_LOG_PREFIX}/AWSLogs/{v[1]}/*"
+                    lambda v: f"{v[0]}/{flow_log_objects(v[1])}"
                 ),
                 "Condition": {
                     "StringEquals": {
@@ -135,7 +143,8 @@ def log_delivery_statements(
                 "Sid": "FlowLogDeliveryAclCheck",
                 "Effect": "Allow",
                 "Principal": {"Service": "delivery.logs.amazonaws.com"},
-                "Action": "s3:GetBucketAcl",
+                # ListBucket too: without it delivery's checks show up as AccessDenied in CloudTrail.
+                "Action": ["s3:GetBucketAcl", "s3:ListBucket"],
                 "Resource": logs,
                 "Condition": {
                     "StringEquals": {"aws:SourceAccount": account_id},
@@ -163,7 +172,8 @@ def _encryption_rule(
 
 
 class LakeStorage(pulumi.ComponentResource):
-    """One private, versioned, encrypted, TLS-only bucket per role, with server access logging.
+    """One private, encrypted, TLS-only bucket per role (versioned but for checkpoints), with server access
+    logging.
 
     Outputs: ``names`` and ``arns`` (role -> value). Also ``logs_policy``: the logs bucket's policy, which log
     deliveries (the VPC flow log) must wait for.
@@ -211,18 +221,24 @@ class LakeStorage(pulumi.ComponentResource):
                 rules=[_encryption_rule(role, args.kms_key_arn)],
                 opts=child,
             )
-            versioning = aws.s3.BucketVersioning(
-                f"{name}-{role}-versioning",
-                bucket=bucket.id,
-                versioning_configuration={"status": "Enabled"},
-                opts=child,
+            versioning = (
+                []
+                if role in UNVERSIONED_ROLES
+                else [
+                    aws.s3.BucketVersioning(
+                        f"{name}-{role}-versioning",
+                        bucket=bucket.id,
+                        versioning_configuration={"status": "Enabled"},
+                        opts=child,
+                    )
+                ]
             )
             aws.s3.BucketLifecycleConfiguration(
                 f"{name}-{role}-lifecycle",
                 bucket=bucket.id,
                 rules=_lifecycle_rules(role),
                 # S3 rejects noncurrent-version rules on a bucket whose versioning is not yet enabled.
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[versioning]),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=versioning),
             )
             statements = [deny_insecure_transport(bucket.arn)]
             if role == LOGS_ROLE:
@@ -232,6 +248,7 @@ class LakeStorage(pulumi.ComponentResource):
                     account_id=args.account_id,
                     region=args.region,
                     flow_logs=args.accept_flow_logs,
+                    partition=args.partition,
                 )
             policies[role] = aws.s3.BucketPolicy(
                 f"{name}-{role}-policy",

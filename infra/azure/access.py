@@ -14,7 +14,6 @@ ROLES: dict[str, str] = {
     "Storage Blob Data Contributor": "ba92f5b4-2d11-453d-a403-e96b0029c9fe",
     "Storage Blob Data Reader": "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1",
     "Key Vault Secrets User": "4633458b-17de-408a-b874-0445c86b69e6",
-    "Azure Event Hubs Data Receiver": "a638d3c7-ab3a-418d-83e6-5f17a39d4fde",
 }
 PrincipalType = Literal["ServicePrincipal", "User", "Group"]
 

@@ -10,7 +10,9 @@ service principal's environment, or a managed identity):
 - :class:`SparkJob` creates (or updates) one Spark job definition per pipeline and runs it. A new hash
   changes the definition, which replaces the job: the running batch is cancelled and the provider waits until
   it has stopped before the new one starts (two queries must never share one checkpoint), so the new query
-  resumes from the same checkpoint and no record is lost or written twice.
+  resumes from the same checkpoint and no record is lost or written twice. The refresh before every update
+  (``refresh: always``) reads the state of the job's batch; a batch that has ended (``success``, ``dead``,
+  ``killed``, ``error``) or that Synapse no longer lists is replaced by the next ``pulumi up``.
 
 What to stop, what to start with which arguments, and the waiting are plain functions over a small client
 interface (:class:`SynapseJobClient`, :class:`ArtifactStore`), unit-tested against fakes; the real clients in
@@ -20,9 +22,7 @@ interface (:class:`SynapseJobClient`, :class:`ArtifactStore`), unit-tested again
 from __future__ import annotations
 
 import functools
-import re
 import time
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,16 +32,13 @@ import pulumi
 from pulumi import dynamic
 
 from infra.artifacts import LAUNCHER, LAUNCHER_NAME, build_jobs_wheel, on_cluster_conf, source_hash
-from infra.azure._clients import SparkBatch
+from infra.azure._clients import TERMINAL_STATES, SparkBatch
 from infra.azure._waiting import Waiter
 from infra.azure.errors import DeploymentError, NotAuthorized
 from infra.azure.settings import PoolSizing
 
-# Synapse 3.5 ships pyarrow 19.0.0, which cannot read the Parquet delta-rs writes (fixed in 19.0.1).
-MIN_PYARROW = "19.0.1"
-# What the pool installs on top of its runtime: the base dependencies the jobs import on Synapse (boto3 is
-# for Kinesis, pandas ships with the runtime).
-POOL_PACKAGES = ("deltalake", "pyarrow")
+# The state the refresh records for a batch the pool no longer lists: it runs no more.
+BATCH_NOT_LISTED = "not listed"
 
 
 class SynapseJobClient(Protocol):
@@ -167,6 +164,17 @@ def start_job(
     )
 
 
+def batch_state(client: SynapseJobClient, batch_id: int | None) -> str:
+    """The Livy state of batch ``batch_id``, or :data:`BATCH_NOT_LISTED` when the pool does not list it."""
+    found = [b.state for b in client.batches() if b.id == batch_id]
+    return found[0] if found else BATCH_NOT_LISTED
+
+
+def batch_ended(state: str | None) -> bool:
+    """True for a batch state after which the job no longer runs (``None``: never read, taken as running)."""
+    return state is not None and (state in TERMINAL_STATES or state == BATCH_NOT_LISTED)
+
+
 def check_runs_as(expected: str, signed_in: str, job_name: str) -> None:
     """Refuse to submit a job as another identity than the one the stack granted the jobs' access to.
 
@@ -234,31 +242,6 @@ def job_definition(  # noqa: PLR0913 -- the job definition's keyword-only parts
             "numExecutors": executors,
         },
     }
-
-
-def pool_requirements(pyproject: Path) -> str:
-    """``requirements.txt`` for the Spark pool: the jobs' Delta dependencies, pyarrow at 19.0.1 or newer.
-
-    The ranges come from the project's base dependencies (simple ``name>=a,<b`` specifiers), so the pool and
-    the cluster packs agree; pyarrow's lower bound is raised to 19.0.1.
-    """
-    found: dict[str, list[str]] = {}
-    for text in tomllib.loads(pyproject.read_text())["project"]["dependencies"]:
-        match = re.match(r"^([A-Za-z0-9_.-]+)\s*(.*)$", text.strip())
-        if match is None or match.group(1).lower() not in POOL_PACKAGES:
-            continue
-        name = match.group(1).lower()
-        specifiers = [s.strip() for s in match.group(2).split(",") if s.strip()]
-        if name == "pyarrow":
-            specifiers = [f">={MIN_PYARROW}", *(s for s in specifiers if not s.startswith(">"))]
-        found[name] = specifiers
-    missing = [name for name in POOL_PACKAGES if name not in found]
-    if missing:
-        raise DeploymentError(
-            f"expected {', '.join(missing)} among the base dependencies in {pyproject}; found none. "
-            "The Spark pool needs them to write Delta tables."
-        )
-    return "".join(f"{name}{','.join(found[name])}\n" for name in POOL_PACKAGES)
 
 
 @dataclass(frozen=True)
@@ -366,11 +349,20 @@ class _SparkJobProvider(dynamic.ResourceProvider):
         if props.get("run_as_principal_id"):
             check_runs_as(props["run_as_principal_id"], self._signed_in(), props["job_name"])
         batch = start_job(self._client(props), props["job_name"], props["definition"], _waiter(props))
-        return dynamic.CreateResult(id_=props["job_name"], outs={**props, "batch_id": batch.id})
+        return dynamic.CreateResult(
+            id_=props["job_name"], outs={**props, "batch_id": batch.id, "batch_state": batch.state}
+        )
+
+    def read(self, id_: str, props: dict[str, Any]) -> dynamic.ReadResult:
+        state = batch_state(self._client(props), props.get("batch_id"))
+        return dynamic.ReadResult(id_, {**props, "batch_state": state})
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.DiffResult:
         keys = ("workspace_endpoint", "pool_name", "job_name", "definition")
         changed = [k for k in keys if olds.get(k) != news.get(k)]
+        # A batch the refresh found ended is started again from the job's checkpoint.
+        if batch_ended(olds.get("batch_state")):
+            changed.append("batch_state")
         return dynamic.DiffResult(changes=bool(changed), replaces=changed, delete_before_replace=True)
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
@@ -380,7 +372,8 @@ class _SparkJobProvider(dynamic.ResourceProvider):
 
 
 class SparkJob(dynamic.Resource):
-    """One pipeline as a Synapse Spark job definition and its running batch; replaced when the definition changes."""
+    """One pipeline as a Synapse Spark job definition and its running batch; replaced when the definition changes,
+    or when the refresh finds the batch ended."""
 
     batch_id: pulumi.Output[int]
 
@@ -405,6 +398,7 @@ class SparkJob(dynamic.Resource):
                 "definition": definition,
                 "run_as_principal_id": run_as_principal_id,
                 "batch_id": None,
+                "batch_state": None,
             },
             # The old batch must be gone before the new one starts on the same checkpoint.
             pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(delete_before_replace=True)),

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from infra.azure.pool_packages import SYNAPSE_LOCK_FILE, pool_requirements
 from infra.azure.pricing import estimate_hourly_cost
 from infra.azure.settings import FILESYSTEMS, AzureStackSettings
 from infra.capacity import event_hubs_capacity
-from infra.config import EXPIRES_AT_TAG
+from infra.config import EXPIRES_AT_TAG, PROJECT_DIR
 from infra.posture import SecurityPosture
 from infra.runtime import SYNAPSE_RUNTIME
 
@@ -79,7 +80,8 @@ def security_posture(settings: AzureStackSettings) -> SecurityPosture:
         "you (the deploying identity): read the send secret"
         + (
             "; write artifacts; and, as the identity the jobs run as (Synapse runs a submitted job as its "
-            "submitter): write lake, checkpoints, logs; read the hub and the listen secret"
+            "submitter): write lake, checkpoints, logs; read the listen secret (the jobs read the hub with it, so no "
+            "Event Hubs data role is granted)"
             if pool
             else ""
         )
@@ -102,6 +104,12 @@ def plan_summary(settings: AzureStackSettings) -> dict[str, Any]:
     notes.append(
         f"the hub's {settings.stream.partitions} partitions are fixed once it exists (Event Hubs Standard)"
     )
+    libraries = pool_requirements(PROJECT_DIR / SYNAPSE_LOCK_FILE).split() if enabled else []
+    if libraries:
+        notes.append(
+            f"the pool installs {', '.join(libraries)} over its runtime's own ({SYNAPSE_LOCK_FILE}: the versions the "
+            "Synapse-line tests ran)"
+        )
     if enabled and not settings.allowed_ip_ranges:
         notes.append(
             "pulumi up refuses this stack until lakestack:network.allowedIpRanges lists your public address"
@@ -123,6 +131,7 @@ def plan_summary(settings: AzureStackSettings) -> dict[str, Any]:
         "buckets": {role: settings.abfss(role) for role in FILESYSTEMS},
         "expires_at": settings.tags[EXPIRES_AT_TAG],
         "loadgen": None,
+        "pool_libraries": libraries,
         "hourly_cost_usd": cost.hourly_usd,
         "hourly_cost_usd_at_max_workers": cost.hourly_usd_at_max_workers,
         "prices_as_of": cost.prices_as_of,

@@ -19,11 +19,11 @@ from infra.azure.deploy import (
     JobDeploymentArgs,
     SynapseArtifacts,
     build_synapse_artifacts,
-    pool_requirements,
 )
 from infra.azure.eventhubs import EventHubs, EventHubsArgs
 from infra.azure.keyvault import SecretStore, SecretStoreArgs
 from infra.azure.monitoring import DiagnosticTarget, Monitoring, MonitoringArgs
+from infra.azure.pool_packages import SYNAPSE_LOCK_FILE, pool_requirements
 from infra.azure.private_link import ManagedPrivateEndpoints
 from infra.azure.settings import (
     FILESYSTEMS,
@@ -81,7 +81,7 @@ class PoolInputs:
 
 def build_pool_inputs(settings: AzureStackSettings) -> PoolInputs:
     """Build (or reuse from ``.lakestack/``) the wheel and launcher, and read the pool's requirements."""
-    requirements = pool_requirements(PROJECT_DIR / "pyproject.toml")
+    requirements = pool_requirements(PROJECT_DIR / SYNAPSE_LOCK_FILE)
     artifacts = build_synapse_artifacts(
         PROJECT_DIR, PROJECT_DIR / ".lakestack" / "synapse", requirements=requirements
     )
@@ -289,7 +289,8 @@ def _declare_spark(
             secrets.secret_ids[LISTEN_SECRET],
             job_identity_type,
         ),
-        Grant("jobs-hub", "Azure Event Hubs Data Receiver", job_identity, hubs.hub_id, job_identity_type),
+        # No Event Hubs data role: the jobs read the hub with the listen rule's connection string (SASL PLAIN), which
+        # Event Hubs authorizes by its SAS rule; an Azure RBAC role is only consulted for Entra ID (OAuth) clients.
         # The deployer uploads the artifacts (and, as the jobs' identity, the pool reads them as it).
         Grant(
             "deployer-artifacts",

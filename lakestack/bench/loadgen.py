@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from lakestack.errors import RunFailedError
 
-# Fargate pulls the Locust image and installs the load suite before the task counts as RUNNING.
+# Fargate pulls the Python image and installs Locust and the load suite before the task counts as RUNNING.
 TASK_START_TIMEOUT_S = 10 * 60
 # ECS RunTask starts at most 10 tasks per call.
 _RUN_TASK_BATCH = 10

@@ -13,7 +13,7 @@ from infra.capacity import kinesis_capacity
 from infra.config import EXPIRES_AT_TAG, StackSettings, load_stack_settings, stack_cloud
 from infra.leftovers import what_stays_after_destroy
 from infra.posture import format_posture
-from infra.pricing import estimate_hourly_cost
+from infra.pricing import estimate_hourly_cost, interface_endpoint_plan
 from lakestack import stacks as automation
 from lakestack.errors import UserError
 
@@ -83,6 +83,8 @@ def plan_summary(stack: str, *, project_dir: Path | None = None) -> dict[str, An
             else None
         ),
         **pricing,
+        # Which interface endpoints `pulumi up` adds, what they cost, and the load the choice was made for.
+        "endpoints": interface_endpoint_plan(settings).as_dict(),
         "capacity": kinesis_capacity(
             mode=settings.stream.mode,
             shards=settings.stream.shards,
@@ -140,10 +142,24 @@ def print_plan(summary: dict[str, Any]) -> None:
             f"{lg['memory_mb']} MiB each), {lg['image']}"
         )
     print(f"  expires : {summary['expires_at']} (tag lakestack:expires-at)")
+    if summary.get("endpoints"):
+        print("\n".join(endpoint_lines(summary["endpoints"])))
     _print_cost(summary)
     print("\n".join(format_capacity(summary["capacity"])))
     if summary["security"] is not None:
         print("\n".join(format_posture(summary["security"])))
+
+
+def endpoint_lines(endpoints: dict[str, Any]) -> list[str]:
+    """The plan's interface-endpoint lines: which ones, what they cost, why."""
+    services = endpoints["services"]
+    chosen = (
+        f"{', '.join(services)} (interface, private DNS, TLS 443 from the VPC only), "
+        f"{endpoints['hourly_usd']:.4f} USD/hour"
+        if services
+        else "none: AWS APIs but S3 are reached through the NAT"
+    )
+    return [f"  endpoint: {chosen}", f"            {endpoints['reason']}"]
 
 
 def memory_lines(summary: dict[str, Any]) -> list[str]:

@@ -138,7 +138,7 @@ def execute_azure_program(
     (project / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump({"config": config}))
     inputs = azure_program.PoolInputs(
         artifacts=artifacts or fake_synapse_artifacts(tmp_path),
-        requirements="deltalake>=1.1,<2\npyarrow>=19.0.1,<22\n",
+        requirements="deltalake==1.6.6\npyarrow==21.0.0\n",
     )
     checkout = fake_checkout(tmp_path / "checkout", job_files)
     exported: dict[str, Any] = {}

@@ -24,6 +24,8 @@ MOCK_CERT_PEM = "-----BEGIN CERTIFICATE-----\nMOCKCERT\n-----END CERTIFICATE----
 ZONES = ["us-east-1a", "us-east-1b", "us-east-1c"]
 # Zones that offer an instance type (AWS's DescribeInstanceTypeOfferings); types not listed: every zone.
 OFFERINGS = {"m5.xlarge": ["us-east-1b", "us-east-1c"], "r5.2xlarge": []}
+# What a load-generator task installs before the suite (the real list is the lock's closure of locust and boto3).
+LOADGEN_PINS = ("boto3==1.44.5", "locust==2.47.0")
 # Job modules a checkout has, for the check that refuses to deploy a pipeline whose job is missing.
 JOB_FILES = (
     "ingest.py",
@@ -125,9 +127,18 @@ _IDS = {
 }
 
 
+# What aws.get_partition reports for each partition the tests run in.
+PARTITIONS = {
+    "aws": {"dnsSuffix": "amazonaws.com", "reverseDnsPrefix": "com.amazonaws"},
+    "aws-us-gov": {"dnsSuffix": "amazonaws.com", "reverseDnsPrefix": "com.amazonaws"},
+    "aws-cn": {"dnsSuffix": "amazonaws.com.cn", "reverseDnsPrefix": "cn.com.amazonaws"},
+}
+
+
 class RecordingMocks(pulumi.runtime.Mocks):
-    def __init__(self, run: Run) -> None:
+    def __init__(self, run: Run, partition: str = "aws") -> None:
         self.run = run
+        self.partition = partition
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         self.run.resources.append(Resource(args.typ, args.name, dict(args.inputs)))
@@ -138,6 +149,9 @@ class RecordingMocks(pulumi.runtime.Mocks):
             outs["arn"] = _ARNS[args.typ](name, inputs)
         else:
             outs.setdefault("arn", f"arn:aws:mock:us-east-1:{ACCOUNT}:{name}")
+        # AWS answers with ARNs in the account's partition.
+        if isinstance(outs["arn"], str):
+            outs["arn"] = outs["arn"].replace("arn:aws:", f"arn:{self.partition}:", 1)
         if args.typ in _EXTRA_OUTPUTS:
             outs.update(_EXTRA_OUTPUTS[args.typ](name, inputs))
         if args.typ in _IDS:
@@ -146,7 +160,24 @@ class RecordingMocks(pulumi.runtime.Mocks):
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
         if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
-            return {"accountId": ACCOUNT, "arn": f"arn:aws:iam::{ACCOUNT}:user/test", "userId": "test"}
+            return {
+                "accountId": ACCOUNT,
+                "arn": f"arn:{self.partition}:iam::{ACCOUNT}:user/test",
+                "userId": "test",
+            }
+        if args.token == "aws:ec2/getVpcEndpointService:getVpcEndpointService":
+            service = args.args["service"]
+            prefix = PARTITIONS[self.partition]["reverseDnsPrefix"]
+            return {
+                "id": service,
+                "service": service,
+                "serviceName": f"{prefix}.us-east-1.{service}",
+                "serviceType": args.args.get("serviceType", "Interface"),
+                "availabilityZones": ZONES,
+                "privateDnsName": f"{service}.us-east-1.{PARTITIONS[self.partition]['dnsSuffix']}",
+            }
+        if args.token == "aws:index/getPartition:getPartition":
+            return {"id": self.partition, "partition": self.partition, **PARTITIONS[self.partition]}
         if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
             return {"names": ZONES, "zoneIds": [f"use1-az{i}" for i in range(1, 4)], "id": "us-east-1"}
         if args.token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
@@ -192,7 +223,7 @@ def fake_loadgen_artifacts(tmp_path: Path, content_hash: str = "fedcba9876543210
     wheel, runner = files / "lakestack_loadtest-0.1.0-py3-none-any.whl", files / "run_loadgen.py"
     for p in (wheel, runner):
         p.write_bytes(b"x")
-    return LoadgenArtifacts(content_hash, wheel, runner)
+    return LoadgenArtifacts(content_hash, wheel, runner, LOADGEN_PINS)
 
 
 def fake_checkout(root: Path, job_files: tuple[str, ...] = JOB_FILES) -> Path:
@@ -212,14 +243,16 @@ def execute_program(
     artifacts: JobArtifacts | None = None,
     run: Run | None = None,
     job_files: tuple[str, ...] = JOB_FILES,
+    partition: str = "aws",
 ) -> Run:
-    """Run `infra.program.main` for a stack config under mocks; returns the recorded resources and exports."""
+    """Run `infra.program.main` for a stack config under mocks; returns the recorded resources and exports.
+    ``partition`` is the AWS partition the mocked provider reports (and builds its ARNs in)."""
     from infra import program
 
     recorded = run if run is not None else Run()
     # A fresh root stack per run: stack transformations (the tags) must not carry over from an earlier run.
     pulumi_settings.ROOT.set(None)
-    mocks = RecordingMocks(recorded)
+    mocks = RecordingMocks(recorded, partition)
     pulumi.runtime.set_mocks(
         mocks, project="lakestack", stack=stack, preview=False, monitor=RecordingMonitor(mocks)
     )

@@ -204,9 +204,35 @@ def test_loadgen_bundle_is_the_load_suite_wheel_and_the_runner_under_a_hash(proj
     assert "loadtest/locustfile.py" in names
     assert not any(n.startswith("jobs/") for n in names)
     assert build_loadgen_artifacts(project, tmp_path / "out") == first
+    assert {"locust==2.47.0", "boto3==1.44.5", "gevent==26.9.0", "pyzmq==27.3.0"} <= set(first.requirements)
     users = project / "loadtest" / "users.py"
     users.write_text(users.read_text() + "\n# a change\n")
     assert build_loadgen_artifacts(project, tmp_path / "out").content_hash != first.content_hash
+
+
+def test_the_load_generators_pins_are_all_that_locust_and_boto3_need_on_linux(project: Path, tmp_path: Path):
+    """The task installs them with --no-deps: every requirement of every pinned package (as installed here, for
+    CPython 3.11 on Linux x86_64) must itself be pinned, or Locust fails to import on Fargate."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    (project / "loadtest").mkdir()
+    (project / "loadtest" / "__init__.py").write_text("")
+    pins = build_loadgen_artifacts(project, tmp_path / "out").requirements
+    names = {pin.split("==")[0] for pin in pins}
+    environment = {**artifacts_module.linux_environment_markers("3.11", "x86_64"), "extra": ""}
+    unpinned = sorted(
+        f"{name} needs {requirement}"
+        for name in names
+        for requirement in map(Requirement, metadata.requires(name) or [])
+        if (requirement.marker is None or requirement.marker.evaluate(environment))
+        and canonicalize_name(requirement.name) not in names
+    )
+    assert unpinned == []
+    assert {"locust", "boto3", "gevent", "geventhttpclient", "flask", "botocore"} <= names
+    assert not names & {"pyspark", "pulumi", "deltalake", "moto"}
 
 
 def test_jobs_wheel_is_reproducible_and_installable(project: Path, tmp_path: Path):

@@ -16,13 +16,13 @@ from infra.azure.deploy import (
     _SparkJobProvider,
     build_synapse_artifacts,
     job_definition,
-    pool_requirements,
     start_job,
     stop_job,
 )
 from infra.azure.errors import DeploymentError
 from infra.azure.eventhubs import _PartitionGuardProvider, partition_change_error
 from infra.azure.libraries import apply_requirements, pool_id
+from infra.azure.pool_packages import pool_requirements
 from infra.azure.private_link import Target, api_version, approve_pending, connect, ensure_endpoints
 from infra.azure.settings import NODE_SIZE_TABLE, size_pool
 from infra.config import PROJECT_DIR
@@ -91,6 +91,13 @@ class FakeSynapse:
 
 
 DEFINITION = {"jobProperties": {"file": "abfss://artifacts@a.dfs.core.windows.net/jobs/new/run_job.py"}}
+JOB_PROPS = {
+    "workspace_endpoint": "e",
+    "pool_name": "p",
+    "job_name": "lakestack-ingest",
+    "definition": DEFINITION,
+    "run_as_principal_id": "",
+}
 
 
 def test_stop_cancels_only_this_jobs_active_batches_and_waits_until_they_end():
@@ -168,10 +175,47 @@ def test_spark_job_provider_create_starts_and_delete_stops_then_removes(monkeypa
         "definition": DEFINITION,
     }
     created = provider.create(dict(props))
-    assert (created.id, created.outs["batch_id"]) == ("lakestack-ingest", 2)
+    assert (created.id, created.outs["batch_id"], created.outs["batch_state"]) == (
+        "lakestack-ingest",
+        2,
+        "starting",
+    )
     fake.calls.clear()
     provider.delete("lakestack-ingest", created.outs)
     assert fake.calls == [("cancel", 2), ("delete", "lakestack-ingest")]
+
+
+@pytest.mark.parametrize(
+    ("listed", "state"),
+    [
+        ([SparkBatch(2, "lakestack-ingest", "dead")], "dead"),
+        ([SparkBatch(2, "lakestack-ingest", "success")], "success"),
+        ([SparkBatch(2, "lakestack-ingest", "killed")], "killed"),
+        ([SparkBatch(2, "lakestack-ingest", "error")], "error"),
+        # Synapse forgets old batches: one it no longer lists runs no more.
+        ([SparkBatch(3, "lakestack-ingest", "running")], "not listed"),
+    ],
+)
+def test_a_batch_the_refresh_finds_ended_is_replaced_by_the_next_up(monkeypatch, listed, state):
+    provider = _SparkJobProvider()
+    monkeypatch.setattr(provider, "_client", lambda props: FakeSynapse(listed))
+    outs = {**JOB_PROPS, "batch_id": 2, "batch_state": "starting"}
+    read = provider.read("lakestack-ingest", outs)
+    assert (read.id, read.outs) == ("lakestack-ingest", {**outs, "batch_state": state})
+    diff = provider.diff("lakestack-ingest", read.outs, dict(JOB_PROPS))
+    assert (diff.changes, diff.replaces, diff.delete_before_replace) == (True, ["batch_state"], True)
+
+
+@pytest.mark.parametrize("state", ["not_started", "starting", "running", "recovering", "busy", "idle"])
+def test_a_batch_still_running_is_left_alone(monkeypatch, state):
+    provider = _SparkJobProvider()
+    monkeypatch.setattr(
+        provider, "_client", lambda props: FakeSynapse([SparkBatch(2, "lakestack-ingest", state)])
+    )
+    read = provider.read("lakestack-ingest", {**JOB_PROPS, "batch_id": 2, "batch_state": "starting"})
+    assert read.outs["batch_state"] == state
+    diff = provider.diff("lakestack-ingest", read.outs, dict(JOB_PROPS))
+    assert (diff.changes, diff.replaces) == (False, [])
 
 
 class FakeStore:
@@ -240,11 +284,30 @@ def test_job_definition_sizes_driver_and_executors_from_the_pool():
     assert props["conf"]["spark.sql.shuffle.partitions"] == "6"
 
 
-def test_pool_requirements_pin_pyarrow_past_19_0_0(tmp_path: Path):
-    assert pool_requirements(PROJECT_DIR / "pyproject.toml") == "deltalake>=1.1,<2\npyarrow>=19.0.1,<22\n"
-    (tmp_path / "pyproject.toml").write_text('[project]\ndependencies = ["pyarrow>=17", "boto3>=1"]\n')
-    with pytest.raises(DeploymentError, match=r"expected deltalake among the base dependencies"):
-        pool_requirements(tmp_path / "pyproject.toml")
+def test_the_pool_installs_the_synapse_locks_pins_of_deltalake_pyarrow_and_what_they_need():
+    # The versions the Synapse-line tests ran (make test-spark35), for CPython 3.11 on Linux.
+    assert pool_requirements(PROJECT_DIR / "requirements-spark35.lock") == (
+        "arro3-core==0.9.1\n"
+        "deltalake==1.6.6\n"
+        "deprecated==1.3.1\n"
+        "pyarrow==19.0.1\n"
+        "typing-extensions==4.16.0\n"
+        "wrapt==2.5.2\n"
+    )
+
+
+def test_a_lock_without_deltalake_or_with_pyarrow_19_0_0_is_refused(tmp_path: Path):
+    lock = tmp_path / "requirements.lock"
+    lock.write_text("pyarrow==21.0.0\n    # via lakestack (pyproject.toml)\n")
+    with pytest.raises(
+        DeploymentError, match=r"expected pins for deltalake in .*requirements.lock; found none"
+    ):
+        pool_requirements(lock)
+    lock.write_text(
+        "deltalake==1.6.6\n    # via lakestack (pyproject.toml)\npyarrow==19.0.0\n    # via lakestack (pyproject.toml)\n"
+    )
+    with pytest.raises(DeploymentError, match=r"expected pyarrow 19.0.1 or newer in .*; found 19.0.0"):
+        pool_requirements(lock)
 
 
 def test_synapse_artifacts_are_built_once_per_hash(tmp_path: Path):

@@ -270,11 +270,11 @@ def test_spark_pool_is_sized_by_parallelism_with_autoscale_and_auto_pause(dev):
         "sessionLevelPackagesEnabled": False,
         "isAutotuneEnabled": False,
     }
-    # Libraries come in a later update (Synapse refuses them at creation), pinned past pyarrow 19.0.0.
+    # Libraries come in a later update (Synapse refuses them at creation), as the program was given them.
     assert "libraryRequirements" not in pool
     libraries = dev.named("spark-libraries").inputs
     assert libraries["pool_id"] == POOL_ID
-    assert libraries["requirements"] == "deltalake>=1.1,<2\npyarrow>=19.0.1,<22\n"
+    assert libraries["requirements"] == "deltalake==1.6.6\npyarrow==21.0.0\n"
 
 
 @pytest.mark.parametrize(
@@ -304,7 +304,7 @@ def test_pool_sizing_follows_parallelism(
     assert pool["autoScale"] == {"enabled": autoscale, "minNodeCount": nodes, "maxNodeCount": max_nodes}
 
 
-def test_the_jobs_identity_and_the_workspace_reach_only_this_stacks_storage_hub_and_listen_secret(dev):
+def test_the_jobs_identity_and_the_workspace_reach_only_this_stacks_storage_and_listen_secret(dev):
     grants = {
         a.name: (
             a.inputs["principalId"],
@@ -316,7 +316,8 @@ def test_the_jobs_identity_and_the_workspace_reach_only_this_stacks_storage_hub_
     }
     contributor = role("ba92f5b4-2d11-453d-a403-e96b0029c9fe")
     ws = (WORKSPACE_PRINCIPAL, "ServicePrincipal")
-    # The jobs run as the identity that submits them: the deployer.
+    # The jobs run as the identity that submits them: the deployer. They read the hub with the listen secret's
+    # connection string (SAS), so no Event Hubs data role (which only Entra ID clients use) is granted.
     jobs = (DEPLOYER, "User")
     assert grants == {
         "spark-access-jobs-lake": (*jobs, contributor, container("lake")),
@@ -326,11 +327,6 @@ def test_the_jobs_identity_and_the_workspace_reach_only_this_stacks_storage_hub_
             *jobs,
             role("4633458b-17de-408a-b874-0445c86b69e6"),
             f"{VAULT_ID}/secrets/eventhubs-listen",
-        ),
-        "spark-access-jobs-hub": (
-            *jobs,
-            role("a638d3c7-ab3a-418d-83e6-5f17a39d4fde"),
-            f"{NAMESPACE_ID}/eventhubs/events",
         ),
         "spark-access-deployer-artifacts": (*jobs, contributor, container("artifacts")),
         "spark-access-workspace-workspace": (*ws, contributor, container("workspace")),

@@ -255,7 +255,17 @@ def test_plan_has_the_aws_keys_and_the_security_section():
         "notes",
         "security",
         "capacity",
+        "pool_libraries",
     }
+    # What the pool installs over its runtime: requirements-spark35.lock's pins (the Synapse-line tests' versions).
+    assert plan["pool_libraries"] == [
+        "arro3-core==0.9.1",
+        "deltalake==1.6.6",
+        "deprecated==1.3.1",
+        "pyarrow==19.0.1",
+        "typing-extensions==4.16.0",
+        "wrapt==2.5.2",
+    ]
     assert (plan["instance_type"], plan["stream_mode"], plan["shards"], plan["workers"]) == (
         "Small",
         "standard",

@@ -7,7 +7,7 @@ import pytest
 
 from infra.config import load_stack_settings, parse_settings
 from infra.errors import ConfigError, StackFileSyntaxError
-from infra.pricing import estimate_hourly_cost
+from infra.pricing import estimate_hourly_cost, interface_endpoint_plan, load_prices
 
 
 def test_dev_stack_settings_read_without_pulumi_cli():
@@ -162,19 +162,22 @@ def test_dev_stack_hourly_cost_from_the_price_table():
         "nat_gateway": 0.045,
         "public_ipv4": 0.005,
         "stream_on_demand": 0.04,
+        # The Kinesis interface endpoint, in the private subnet's one zone (auto: it pays at the planned load).
+        "vpc_endpoints": 0.01,
         "kms_key": 0.0014,
         "cloudwatch": 0.0042,  # dashboard 3.00 + alarm 0.10 per month
     }
-    assert estimate.hourly_usd == 0.8437
+    assert estimate.hourly_usd == 0.8537
     # Two more core nodes, each 0.24 plus 96 GB of EBS.
-    assert estimate.hourly_usd_at_max_workers == 1.3447
-    # Per GB of events: on-demand ingest and retrieval, and the ingest job's reads through the NAT.
+    assert estimate.hourly_usd_at_max_workers == 1.3547
+    # Per GB of events: on-demand ingest and retrieval, and the ingest job's reads through the Kinesis endpoint
+    # (0.01 per GB, where the NAT charged 0.045).
     assert estimate.per_gb_lines == {
         "kinesis_ingest": 0.08,
         "kinesis_retrieval": 0.04,
-        "nat_data_processing": 0.045,
+        "kinesis_endpoint": 0.01,
     }
-    assert estimate.usd_per_gb == 0.165
+    assert estimate.usd_per_gb == 0.13
     assert estimate.loadgen_hourly_usd is None
     assert estimate.prices_as_of == "2025-06-01"
 
@@ -195,13 +198,69 @@ def test_provisioned_stream_is_priced_per_shard():
     assert estimate.per_gb_lines == {}
 
 
-def test_load_generator_is_priced_per_hour_of_load_and_its_writes_cross_the_nat():
+def test_load_generator_is_priced_per_hour_of_load_and_its_writes_cross_the_subnets_edge():
     settings = parse_settings("t", {"loadgen": {"workers": 3, "cpu": 2048, "memory": 4096}})
     estimate = estimate_hourly_cost(settings)
     # 4 tasks x (2 vCPU x 0.04048 + 4 GB x 0.004445)
     assert estimate.loadgen_hourly_usd == 0.3950
-    # The ingest job's reads and the load generator's writes both leave the private subnet by the NAT.
-    assert estimate.per_gb_lines["nat_data_processing"] == 0.09
+    # The ingest job's reads and the load generator's writes both leave the private subnet: by the Kinesis
+    # endpoint at 0.01 per GB each, or by the NAT at 0.045 each without it.
+    assert estimate.per_gb_lines["kinesis_endpoint"] == 0.02
+    nat = estimate_hourly_cost(
+        parse_settings("t", {"loadgen": {"workers": 3}, "network": {"interfaceEndpoints": "none"}})
+    )
+    assert nat.per_gb_lines["nat_data_processing"] == 0.09
+    assert "vpc_endpoints" not in nat.lines and "kinesis_endpoint" not in nat.per_gb_lines
+
+
+@pytest.mark.parametrize(
+    ("config", "services", "hourly", "break_even", "reason"),
+    [
+        # dev: sized for 4,000 events/s; one crossing saves 0.035 USD/GB, so the 0.01 USD/h endpoint pays above
+        # 0.01 / 0.035 GB/h = 155 events/s of 512 bytes.
+        (
+            {},
+            ("kinesis-streams",),
+            0.01,
+            155,
+            "auto: sized for 4,000 events/s; the Kinesis endpoint costs less than the NAT above 155 events/s "
+            "(512-byte events leaving the subnet once each); CloudWatch Logs and STS carry too little to pay "
+            "for theirs",
+        ),
+        # With the load generator in the subnet too, each event crosses twice: half the break-even.
+        ({"loadgen": {"workers": 1}}, ("kinesis-streams",), 0.01, 78, None),
+        # A provisioned stream of one shard sustains 1,000 events/s: still above it.
+        ({"stream": {"mode": "provisioned", "shards": 1}}, ("kinesis-streams",), 0.01, 155, None),
+        # Only maintenance and sales read no stream: nothing crosses, nothing to save.
+        (
+            {"pipelines": ["sales"]},
+            (),
+            0.0,
+            None,
+            "auto: no Kinesis traffic leaves the subnet",
+        ),
+        ({"network": {"interfaceEndpoints": "all"}}, ("kinesis-streams", "logs", "sts"), 0.03, 155, None),
+        ({"network": {"interfaceEndpoints": "none"}}, (), 0.0, 155, None),
+        ({"cluster": {"enabled": False}}, (), 0.0, None, "no VPC in this stack"),
+    ],
+)
+def test_interface_endpoints_are_chosen_by_their_cost_at_the_planned_load(
+    config, services, hourly, break_even, reason
+):
+    plan = interface_endpoint_plan(parse_settings("dev", config))
+    assert (plan.services, plan.hourly_usd, plan.break_even_events_s) == (services, hourly, break_even)
+    if reason is not None:
+        assert plan.reason == reason
+
+
+def test_below_the_break_even_auto_adds_no_endpoint():
+    prices = {**load_prices(), "interface_endpoint_hourly": 1.0}
+    plan = interface_endpoint_plan(parse_settings("dev", {}), prices=prices)
+    assert (plan.services, plan.break_even_events_s) == ((), 15501)
+    assert plan.reason == (
+        "auto: sized for 4,000 events/s, below the 15,501 events/s above which the Kinesis endpoint costs less "
+        "than the NAT"
+    )
 
 
 NOW = datetime(2026, 3, 1, 9, 15, tzinfo=UTC)
@@ -362,7 +421,7 @@ def test_the_aws_profile_of_the_stack_file_is_kept(tmp_path: Path):
 def test_a_misspelt_key_gets_the_nearest_one():
     with pytest.raises(ConfigError) as caught:
         parse_settings("t", {"paralelism": 4}, where="Pulumi.t.yaml")
-    assert str(caught.value).endswith("lakestack:jobFlags; did you mean lakestack:parallelism?")
+    assert str(caught.value).endswith("lakestack:network; did you mean lakestack:parallelism?")
     with pytest.raises(ConfigError) as caught:
         parse_settings("t", {"cluster": {"maxWorker": 4}}, where="Pulumi.t.yaml")
     assert str(caught.value) == (

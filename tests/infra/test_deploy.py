@@ -79,6 +79,8 @@ class FakeEmr:
         return {"Cluster": {"Status": {"State": self.cluster}}}
 
     def describe_step(self, **kwargs):
+        if self.error:
+            raise ClientError({"Error": {"Code": self.error, "Message": "x"}}, "DescribeStep")
         return {"Step": {"Status": {"State": self.state}}}
 
     def cancel_steps(self, **kwargs):
@@ -125,6 +127,35 @@ def test_new_arguments_replace_the_step_deleting_the_old_one_first():
     assert (
         _EmrStepProvider().update("s-OLD", dict(PROPS), {**PROPS, "profile": "lab"}).outs["profile"] == "lab"
     )
+
+
+@pytest.mark.parametrize("state", ["FAILED", "CANCELLED", "INTERRUPTED", "COMPLETED", "CANCEL_PENDING"])
+def test_a_step_the_refresh_finds_over_is_replaced_by_the_next_up(provider_with, state):
+    created = provider_with(FakeEmr()).create(dict(PROPS))
+    assert created.outs["step_state"] == "PENDING"
+    read = provider_with(FakeEmr(state=state)).read(created.id, created.outs)
+    assert (read.id, read.outs["step_state"]) == ("s-2", state)
+    diff = _EmrStepProvider().diff(read.id, read.outs, dict(PROPS))
+    assert (diff.changes, diff.replaces, diff.delete_before_replace) == (True, ["step_state"], True)
+
+
+@pytest.mark.parametrize("state", ["PENDING", "RUNNING"])
+def test_a_step_still_pending_or_running_is_left_alone(provider_with, state):
+    read = provider_with(FakeEmr(state=state)).read("s-OLD", {**PROPS, "step_state": "PENDING"})
+    assert read.outs == {**PROPS, "step_state": state}
+    diff = _EmrStepProvider().diff("s-OLD", read.outs, dict(PROPS))
+    assert (diff.changes, diff.replaces) == (False, [])
+    # A credentials-only update keeps what the refresh read.
+    assert (
+        _EmrStepProvider().update("s-OLD", read.outs, {**PROPS, "profile": "lab"}).outs["step_state"] == state
+    )
+
+
+def test_a_step_emr_no_longer_knows_leaves_the_state_and_other_errors_fail_the_refresh(provider_with):
+    gone = provider_with(FakeEmr(error="InvalidRequestException")).read("s-OLD", dict(PROPS))
+    assert (gone.id, gone.outs) == ("", {})
+    with pytest.raises(ClientError, match="AccessDenied"):
+        provider_with(FakeEmr(error="AccessDeniedException")).read("s-OLD", dict(PROPS))
 
 
 def test_delete_cancels_a_running_step_then_stops_its_application(provider_with):

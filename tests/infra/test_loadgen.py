@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pulumi_mocks import ACCOUNT, execute_program, stack_config
 
-from infra.aws.loadgen import BOOTSTRAP
+from infra.aws.loadgen import bootstrap
 from infra.aws.loadgen_task import TaskConfigError, locust_command, results_destination, upload_results
 
 CONFIG = {**stack_config("dev"), "lakestack:loadgen": {"workers": 3, "cpu": 2048, "memory": 4096}}
@@ -34,7 +34,7 @@ def test_no_load_generator_unless_configured(tmp_path):
     assert plain.exports["loadgen"] is None
 
 
-def test_master_and_worker_task_definitions_run_the_locust_image_on_fargate(run):
+def test_master_and_worker_task_definitions_run_python_from_public_ecr_on_fargate(run):
     definitions = {r.name: r.inputs for r in run.of_type("aws:ecs/taskDefinition:TaskDefinition")}
     assert sorted(definitions) == ["loadgen-master", "loadgen-worker"]
     for role in ("master", "worker"):
@@ -51,8 +51,16 @@ def test_master_and_worker_task_definitions_run_the_locust_image_on_fargate(run)
         assert task["taskRoleArn"] == f"arn:aws:iam::{ACCOUNT}:role/loadgen-task-role"
         assert task["executionRoleArn"] == f"arn:aws:iam::{ACCOUNT}:role/loadgen-execution-role"
         (container,) = json.loads(task["containerDefinitions"])
-        assert container["image"] == "locustio/locust:2.47.0"
-        assert (container["entryPoint"], container["command"]) == (["sh", "-c"], [BOOTSTRAP])
+        # Public ECR, not Docker Hub: every task pulls through the NAT's one address, and Docker Hub limits
+        # anonymous pulls per address.
+        assert container["image"] == "public.ecr.aws/docker/library/python:3.11-slim"
+        assert container["entryPoint"] == ["sh", "-c"]
+        (command,) = container["command"]
+        assert command == bootstrap(["boto3==1.44.5", "locust==2.47.0"])
+        assert command.startswith(
+            "set -eu; python -m pip install --quiet --user --no-cache-dir --no-deps --only-binary=:all: "
+            "boto3==1.44.5 locust==2.47.0; "
+        )
         assert {e["name"]: e["value"] for e in container["environment"]} == {
             "AWS_DEFAULT_REGION": "us-east-1",
             "LAKESTACK_BUNDLE_BUCKET": ARTIFACTS,
@@ -266,7 +274,7 @@ def test_every_result_file_is_uploaded(tmp_path):
     ]
 
 
-def test_the_bootstrap_installs_boto3_fetches_the_bundle_and_hands_over(tmp_path):
+def test_the_bootstrap_installs_the_pins_fetches_the_bundle_and_hands_over(tmp_path):
     """`sh -c BOOTSTRAP` as the container runs it, with a stand-in `python` for pip and a stand-in boto3 that
     copies from a local folder."""
     bucket = tmp_path / "bucket"
@@ -296,7 +304,7 @@ def test_the_bootstrap_installs_boto3_fetches_the_bundle_and_hands_over(tmp_path
     home = tmp_path / "home"
     home.mkdir()
     result = subprocess.run(
-        ["sh", "-c", BOOTSTRAP],
+        ["sh", "-c", bootstrap(["boto3==1.44.5", "locust==2.47.0"])],
         env={
             "PATH": f"{bin_dir}:{os.environ['PATH']}",
             "HOME": str(home),
@@ -311,5 +319,7 @@ def test_the_bootstrap_installs_boto3_fetches_the_bundle_and_hands_over(tmp_path
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout == "runner started\n"
-    assert pip_log.read_text() == "-m pip install --quiet --user --no-cache-dir boto3>=1.35,<2\n"
+    assert pip_log.read_text() == (
+        "-m pip install --quiet --user --no-cache-dir --no-deps --only-binary=:all: boto3==1.44.5 locust==2.47.0\n"
+    )
     assert (home / "lakestack" / "w.whl").read_text() == "wheel"

@@ -36,7 +36,7 @@ def test_exports_the_contracted_outputs(dev):
         "log_bucket": bucket("logs"),
         "cluster_id": "j-MOCKCLUSTER",
         "step_ids": {"ingest": "s-jobs-ingest"},
-        "dashboard_url": "https://us-east-1.console.aws.amazon.com/cloudwatch/home?region=us-east-1#dashboards:name=lakestack-dev",
+        "dashboard_url": "https://us-east-1.console.aws.amazon.com/cloudwatch/home?region=us-east-1#dashboards:name=lakestack-dev-us-east-1",
         "alarm_topic_arn": f"arn:aws:sns:us-east-1:{ACCOUNT}:lakestack-dev-alarms",
         "table_uri": f"s3://{bucket('lake')}/bronze/events",
         "glue_database": "lakestack_dev",
@@ -77,7 +77,7 @@ def test_key_rotates(dev):
 
 
 @pytest.mark.parametrize("role", ["lake", "checkpoints", "artifacts", "logs"])
-def test_every_bucket_is_private_versioned_encrypted_and_tls_only(dev, role):
+def test_every_bucket_is_private_encrypted_tls_only_and_versioned_but_checkpoints(dev, role):
     assert dev.named(f"storage-{role}").inputs["bucket"] == bucket(role)
     block = dev.named(f"storage-{role}-public-access").inputs
     assert {
@@ -90,7 +90,13 @@ def test_every_bucket_is_private_versioned_encrypted_and_tls_only(dev, role):
         "restrictPublicBuckets": True,
     }
     assert dev.named(f"storage-{role}-ownership").inputs["rule"] == {"objectOwnership": "BucketOwnerEnforced"}
-    assert dev.named(f"storage-{role}-versioning").inputs["versioningConfiguration"] == {"status": "Enabled"}
+    if role == "checkpoints":
+        # Spark deletes checkpoint files every batch: versioning would leave a delete marker for each.
+        assert not [r for r in dev.resources if r.name == "storage-checkpoints-versioning"]
+    else:
+        assert dev.named(f"storage-{role}-versioning").inputs["versioningConfiguration"] == {
+            "status": "Enabled"
+        }
     (rule,) = dev.named(f"storage-{role}-encryption").inputs["rules"]
     if role == "logs":
         # S3 server access logs can only be delivered to an SSE-S3 bucket.
@@ -116,14 +122,30 @@ def test_lifecycle_rules_expire_old_versions_and_logs(dev):
         rules = dev.named(f"storage-{role}-lifecycle").inputs["rules"]
         return {r["id"]: {k: v for k, v in r.items() if k not in ("id", "status", "filter")} for r in rules}
 
+    abort = {"abortIncompleteMultipartUpload": {"daysAfterInitiation": 7}}
+    # A delete marker whose versions have expired goes too, so LISTs do not step over it for ever.
     assert summary("lake") == {
-        "abort-incomplete-uploads": {"abortIncompleteMultipartUpload": {"daysAfterInitiation": 7}},
-        "expire-noncurrent-versions": {"noncurrentVersionExpiration": {"noncurrentDays": 30}},
+        "abort-incomplete-uploads": abort,
+        "expire-noncurrent-versions": {
+            "noncurrentVersionExpiration": {"noncurrentDays": 30},
+            "expiration": {"expiredObjectDeleteMarker": True},
+        },
     }
-    assert summary("logs")["expire-logs"] == {"expiration": {"days": 90}}
-    assert summary("checkpoints")["expire-noncurrent-versions"] == {
-        "noncurrentVersionExpiration": {"noncurrentDays": 7}
+    assert summary("artifacts")["expire-noncurrent-versions"]["expiration"] == {
+        "expiredObjectDeleteMarker": True
     }
+    assert summary("logs") == {
+        "abort-incomplete-uploads": abort,
+        "expire-noncurrent-versions": {
+            "noncurrentVersionExpiration": {"noncurrentDays": 7},
+            "expiration": {"expiredObjectDeleteMarker": True},
+        },
+        # In a rule of its own: S3 refuses ExpiredObjectDeleteMarker beside Days in one expiration.
+        "expire-logs": {"expiration": {"days": 90}},
+    }
+    # Unversioned: no versions to expire, no delete markers.
+    assert summary("checkpoints") == {"abort-incomplete-uploads": abort}
+    assert "storage-lake-versioning" in dev.depends_on(dev.named("storage-lake-lifecycle"))
 
 
 def test_cluster_release_sizing_and_termination(dev):
@@ -230,10 +252,60 @@ def test_no_node_gets_a_public_ip(dev):
     for sg in dev.of_type("aws:ec2/securityGroup:SecurityGroup"):
         assert "ingress" not in sg.inputs, sg.name
         assert sg.inputs["tags"]["for-use-with-amazon-emr-managed-policies"] == "true"
-    # No rule resource opens ingress from anywhere (the load generator is off on dev).
-    assert dev.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule") == []
+    # The one ingress rule (the load generator is off on dev) takes TLS from the VPC to the interface endpoints.
+    (ingress,) = dev.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+    assert (ingress.name, ingress.inputs["cidrIpv4"], ingress.inputs["fromPort"]) == (
+        "network-endpoints-https-in",
+        "10.60.0.0/16",
+        443,
+    )
     assert cluster["ec2Attributes"]["serviceAccessSecurityGroup"] == "spark-service-access-sg-id"
     assert dev.named("network-private").inputs["tags"]["for-use-with-amazon-emr-managed-policies"] == "true"
+
+
+def test_kinesis_is_reached_through_an_interface_endpoint_that_takes_tls_from_the_vpc_only(dev):
+    (endpoint,) = [
+        e.inputs
+        for e in dev.of_type("aws:ec2/vpcEndpoint:VpcEndpoint")
+        if e.inputs["vpcEndpointType"] == "Interface"
+    ]
+    assert {k: v for k, v in endpoint.items() if k != "tags"} == {
+        "vpcId": "network-vpc-id",
+        "serviceName": "com.amazonaws.us-east-1.kinesis-streams",
+        "vpcEndpointType": "Interface",
+        "subnetIds": ["network-private-id"],
+        "securityGroupIds": ["network-endpoints-sg-id"],
+        # The SDKs' own hostname (kinesis.<region>.amazonaws.com) resolves to the endpoint inside the VPC.
+        "privateDnsEnabled": True,
+    }
+    rule = dev.named("network-endpoints-https-in").inputs
+    assert {k: rule[k] for k in ("securityGroupId", "ipProtocol", "fromPort", "toPort", "cidrIpv4")} == {
+        "securityGroupId": "network-endpoints-sg-id",
+        "ipProtocol": "tcp",
+        "fromPort": 443,
+        "toPort": 443,
+        "cidrIpv4": "10.60.0.0/16",
+    }
+    assert not [
+        r
+        for r in dev.of_type("aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule")
+        if r.inputs["securityGroupId"] == "network-endpoints-sg-id"
+    ]
+    # The cluster reads Kinesis through it: created after it, destroyed before it.
+    assert "network-kinesis-streams-endpoint" in dev.depends_on(dev.one("aws:emr/cluster:Cluster"))
+
+
+@pytest.mark.parametrize(("mode", "services"), [("all", ["kinesis-streams", "logs", "sts"]), ("none", [])])
+def test_the_interface_endpoints_setting_adds_all_or_none(tmp_path, mode, services):
+    config = {**stack_config("dev"), "lakestack:network": {"interfaceEndpoints": mode}}
+    run = execute_program(config, tmp_path=tmp_path)
+    interface = [
+        e
+        for e in run.of_type("aws:ec2/vpcEndpoint:VpcEndpoint")
+        if e.inputs["vpcEndpointType"] == "Interface"
+    ]
+    assert [e.inputs["serviceName"].rsplit(".", 1)[1] for e in interface] == services
+    assert bool(run.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")) == bool(services)
 
 
 def test_service_role_uses_the_v2_policy_and_passes_only_the_instance_role(dev):
@@ -331,6 +403,16 @@ def test_new_artifact_hash_changes_the_keys_and_the_step(run_program, tmp_path):
     step = run.one("pulumi-python:dynamic:Resource").inputs
     assert f"s3://{bucket('artifacts')}/jobs/fedcba9876543210/run_job.py" in step["args"]
     assert run.named("jobs-launcher").inputs["key"] == "jobs/fedcba9876543210/run_job.py"
+
+
+def test_one_prefix_in_two_regions_gets_two_dashboards(dev, tmp_path):
+    # CloudWatch dashboards are global to the account: a name from the prefix alone would be one dashboard,
+    # overwritten by whichever region deployed last.
+    west = execute_program({**stack_config("dev"), "aws:region": "us-west-2"}, tmp_path=tmp_path)
+    names = [run.one("aws:cloudwatch/dashboard:Dashboard").inputs["dashboardName"] for run in (dev, west)]
+    assert names == ["lakestack-dev-us-east-1", "lakestack-dev-us-west-2"]
+    # The alarm topic is regional: its name stays the prefix's.
+    assert west.one("aws:sns/topic:Topic").inputs["name"] == "lakestack-dev-alarms"
 
 
 def test_catalog_and_monitoring(dev):

@@ -311,3 +311,25 @@ def test_your_own_prefix_without_a_suffix_keeps_plain_bucket_names(run_program):
     run = run_program({**DEV, "lakestack:namePrefix": "acme-lab", "lakestack:bucketSuffix": "none"})
     assert run.exports["lake_bucket"] == "acme-lab-lake"
     assert run.named("storage-logs").inputs["bucket"] == "acme-lab-logs"
+
+
+@pytest.mark.parametrize(("partition", "region"), [("aws-us-gov", "us-gov-west-1"), ("aws-cn", "cn-north-1")])
+def test_every_arn_the_program_writes_is_in_the_providers_partition(tmp_path, partition, region):
+    config = {**DEV, "aws:region": region, "lakestack:loadgen": {"workers": 1}}
+    run = execute_program(config, tmp_path=tmp_path, partition=partition)
+    assert "arn:aws:" not in json.dumps([r.inputs for r in run.resources], default=str)
+    assert run.named("roles-service-policy").inputs["policyArn"] == (
+        f"arn:{partition}:iam::aws:policy/service-role/AmazonEMRServicePolicy_v2"
+    )
+    key_policy = json.loads(run.named("key-access-policy").inputs["policy"])
+    assert key_policy["Statement"][0]["Principal"] == {"AWS": f"arn:{partition}:iam::{ACCOUNT}:root"}
+    suffix = "amazonaws.com.cn" if partition == "aws-cn" else "amazonaws.com"
+    assert key_policy["Statement"][1]["Condition"]["StringEquals"]["kms:ViaService"] == [
+        f"s3.{region}.{suffix}",
+        f"kinesis.{region}.{suffix}",
+    ]
+    logs_policy = json.loads(run.named("storage-logs-policy").inputs["policy"])
+    (flow_write,) = [s for s in logs_policy["Statement"] if s["Sid"] == "FlowLogDeliveryWrite"]
+    assert flow_write["Condition"]["ArnLike"] == {
+        "aws:SourceArn": f"arn:{partition}:logs:{region}:{ACCOUNT}:*"
+    }

@@ -79,14 +79,15 @@ def test_the_logs_bucket_admits_only_this_stacks_log_deliveries(dev):
             "StringEquals": {"aws:SourceAccount": ACCOUNT},
         },
     }
+    # Hive-compatible partitions put the account in the key as aws-account-id=<id> (AWS's flow-log docs).
     assert statements["FlowLogDeliveryWrite"]["Resource"] == (
-        f"arn:aws:s3:::{bucket('logs')}/vpc-flow-logs/AWSLogs/{ACCOUNT}/*"
+        f"arn:aws:s3:::{bucket('logs')}/vpc-flow-logs/AWSLogs/aws-account-id={ACCOUNT}/*"
     )
     assert statements["FlowLogDeliveryWrite"]["Condition"] == {
         "StringEquals": {"s3:x-amz-acl": "bucket-owner-full-control", "aws:SourceAccount": ACCOUNT},
         "ArnLike": {"aws:SourceArn": f"arn:aws:logs:us-east-1:{ACCOUNT}:*"},
     }
-    assert statements["FlowLogDeliveryAclCheck"]["Action"] == "s3:GetBucketAcl"
+    assert statements["FlowLogDeliveryAclCheck"]["Action"] == ["s3:GetBucketAcl", "s3:ListBucket"]
 
 
 def test_the_default_security_group_is_stripped_of_its_rules(dev):
@@ -197,6 +198,10 @@ def test_the_default_posture_has_no_deviations_and_lists_each_control():
     posture = aws_security_posture(parse_settings("dev", {}))
     assert posture.deviations == ()
     assert "the VPC's default security group has no rules" in posture.network
+    assert posture.network[0] == (
+        "buckets: public access blocked, ACLs disabled; versioned but checkpoints (Spark deletes its files every "
+        "batch); old versions kept lake 30 days, artifacts 30 days, logs 7 days; expired delete markers removed"
+    )
     assert posture.logging[0] == "VPC flow logs, all traffic, to the logs bucket under vpc-flow-logs/"
     assert posture.logging[1].startswith("S3 access logs of lake, checkpoints, artifacts under s3-access/")
     assert posture.identities[-2] == (

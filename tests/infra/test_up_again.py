@@ -460,6 +460,6 @@ def test_the_plan_says_the_jobs_run_as_the_deploying_identity():
     assert security_posture(settings).identities[-2:] == (
         "workspace identity: write its workspace filesystem; read artifacts only",
         "you (the deploying identity): read the send secret; write artifacts; and, as the identity the jobs run "
-        "as (Synapse runs a submitted job as its submitter): write lake, checkpoints, logs; read the hub and the "
-        "listen secret",
+        "as (Synapse runs a submitted job as its submitter): write lake, checkpoints, logs; read the listen secret "
+        "(the jobs read the hub with it, so no Event Hubs data role is granted)",
     )

@@ -410,9 +410,9 @@ def test_measure_reconciles_the_lake_with_the_ledger_and_adds_cloudwatch(tmp_pat
     assert target.facts["cloudwatch"]["incoming_records"] == 1800.0
     assert report.timeline is not None
     assert [s.unit for s in report.timeline.stream_metrics] == ["records/s", "ms", "records", "calls"]
-    # 20 minutes of the dev stack at 0.8437 USD/h before the load started.
+    # 20 minutes of the dev stack at 0.8537 USD/h before the load started.
     assert (report.timeline.cost_at_start_usd, report.timeline.cost_note) == (
-        0.2812,
+        0.2846,
         "includes 0.28 USD while the stack stood up",
     )
     assert "latency compares this machine's clock (event_time) with the cluster's (commit)" in report.notes

@@ -15,19 +15,19 @@ def test_kinesis_meters_whole_kilobytes(size, metered):
 
 
 def test_dev_stack_ten_minutes_at_1000_per_second():
-    # The dev stack costs 0.8437 USD/h and 0.165 USD/GB (see `lakestack plan --stack dev`). The stack exists
+    # The dev stack costs 0.8537 USD/h and 0.13 USD/GB (see `lakestack plan --stack dev`). The stack exists
     # 20 + 10 + 10 + 10 = 50 min; 600,000 events of one metered KB are 0.5722 GB.
     estimate = estimate_run_cost(
         load_stack_settings("dev"), duration_s=600, peak_rate_eps=1000, event_bytes=300, drain_timeout_s=600
     )
     assert (estimate.usd, estimate.lines, estimate.hours, estimate.events) == (
-        0.7975,
-        {"stack_hours": 0.7031, "data": 0.0944},
+        0.7858,
+        {"stack_hours": 0.7114, "data": 0.0744},
         0.8333,
         600_000,
     )
     assert estimate.notes[0] == (
-        "50 min of the stack at 0.8437 USD/h: 20 min to stand up, 10 min of load, up to 10 min of drain, "
+        "50 min of the stack at 0.8537 USD/h: 20 min to stand up, 10 min of load, up to 10 min of drain, "
         "10 min to tear down"
     )
 
@@ -47,15 +47,15 @@ def test_over_budget_is_refused_naming_estimate_limit_and_flags():
     estimate = estimate_run_cost(
         load_stack_settings("dev"), duration_s=600, peak_rate_eps=1000, event_bytes=300, drain_timeout_s=600
     )
-    assert estimate.usd == 0.7975
+    assert estimate.usd == 0.7858
     # A run estimated at exactly --max-cost is within it; a hundredth of a cent less is over.
-    check_budget(estimate, max_cost_usd=0.7975, stack="dev")
-    with pytest.raises(CostLimitError, match=r"over --max-cost 0\.80 USD"):
-        check_budget(estimate, max_cost_usd=0.7974, stack="dev")
+    check_budget(estimate, max_cost_usd=0.7858, stack="dev")
+    with pytest.raises(CostLimitError, match=r"over --max-cost 0\.79 USD"):
+        check_budget(estimate, max_cost_usd=0.7857, stack="dev")
     with pytest.raises(CostLimitError) as caught:
         check_budget(estimate, max_cost_usd=0.50, stack="dev")
     assert str(caught.value) == (
-        "stack dev: this run is estimated at up to 0.80 USD (stack_hours 0.70, data 0.09), over --max-cost 0.50 "
+        "stack dev: this run is estimated at up to 0.79 USD (stack_hours 0.71, data 0.07), over --max-cost 0.50 "
         "USD. Nothing was created. Shorten --duration, lower --rate or --drain-timeout, or raise --max-cost if "
         "you mean to spend it (`lakestack plan --stack dev` shows the hourly cost)."
     )

@@ -40,11 +40,26 @@ def test_plan_json_for_the_dev_stack(capsys):
         "instance_type": "m5.xlarge",
         "stream_mode": "on-demand",
         "shards": None,
-        "hourly_cost_usd": 0.8437,
+        "hourly_cost_usd": 0.8537,
     }
     assert (plan["driver_memory_mb"], plan["driver_memory_overhead_mb"]) == (1024, 1024)
     assert plan["prices_as_of"] == "2025-06-01"
-    assert plan["usd_per_gb"] == 0.165
+    assert plan["usd_per_gb"] == 0.13
+    # The Kinesis interface endpoint, and why: it costs less than the NAT at the load the stack is sized for.
+    assert plan["endpoints"] == {
+        "mode": "auto",
+        "services": ["kinesis-streams"],
+        "hourly_usd": 0.01,
+        "kinesis_crossings": 1,
+        "planned_events_per_s": 4000,
+        "event_bytes": 512,
+        "break_even_events_per_s": 155,
+        "reason": "auto: sized for 4,000 events/s; the Kinesis endpoint costs less than the NAT above 155 "
+        "events/s (512-byte events leaving the subnet once each); CloudWatch Logs and STS carry too little to pay "
+        "for theirs",
+    }
+    assert plan["cost_lines"]["vpc_endpoints"] == 0.01
+    assert plan["per_gb_lines"]["kinesis_endpoint"] == 0.01
     assert plan["pipelines"] == ["ingest"]
     assert plan["buckets"]["lake"] == "lakestack-dev-lake-<account>-us-east-1"
     assert plan["loadgen"] is None
@@ -77,7 +92,7 @@ def test_plan_text_names_a_switched_off_control_as_a_deviation(tmp_path: Path, c
     assert run_cli(["plan", "--stack", "lab"]) == 0
     out = capsys.readouterr().out
     assert (
-        "  loadgen : 1 Locust master + 2 workers on Fargate (1024 CPU units, 2048 MiB each), locustio/locust:2.47.0"
+        "  loadgen : 1 Locust master + 2 workers on Fargate (1024 CPU units, 2048 MiB each), public.ecr.aws/docker/library/python:3.11-slim"
         in out
     )
     assert "            load generator ~0.15 USD per hour of load" in out
@@ -273,10 +288,14 @@ def test_up_prints_the_plan_and_cost_to_expiry_then_asks(tmp_path: Path, capsys,
     assert out.startswith(
         "stack dev (aws, us-east-1)\n  cluster : 2 x m5.xlarge core nodes (up to 4) + 1 primary"
     )
-    assert "  cost    : ~0.84 USD/hour (1.34 at max workers)\n" in out
-    # 24 h to the expiry tag at 0.8437 USD/hour.
+    assert "  cost    : ~0.85 USD/hour (1.35 at max workers)\n" in out
     assert (
-        "\n  cost    : ~0.84 USD/hour; ~20.25 USD if left up until it expires (24 h, 2026-01-02T12:00:00Z); "
+        "\n  endpoint: kinesis-streams (interface, private DNS, TLS 443 from the VPC only), 0.0100 USD/hour\n"
+        in out
+    )
+    # 24 h to the expiry tag at 0.8537 USD/hour.
+    assert (
+        "\n  cost    : ~0.85 USD/hour; ~20.49 USD if left up until it expires (24 h, 2026-01-02T12:00:00Z); "
         "`lakestack down` stops it sooner\nCreate or update stack 'dev' as above? [y/N] {\n"
     ) in out
     assert pulumi.calls == [("up", "dev")]
