@@ -128,6 +128,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"lakestack {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`lakestack plan | head`): what it read is all it wanted, as for any Unix tool.
+        # Standard output points at /dev/null so the interpreter's flush at exit does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as error:
         return _report_unexpected(args.command, error)
 

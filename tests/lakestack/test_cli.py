@@ -259,3 +259,16 @@ def test_a_zero_default_is_shown_and_an_empty_one_is_not(capsys):
         main(["ingest", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "--stream NAME Kinesis stream name (--source kinesis) --region R" in text
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly():
+    # `lakestack plan --stack dev | head -1`: the pipe closes after the first line; no error, no trace kept.
+    command = [sys.executable, "-m", "lakestack", "plan", "--stack", "dev"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+        assert process.stdout is not None and process.stderr is not None
+        first = process.stdout.readline()
+        process.stdout.close()
+        stderr = process.stderr.read()
+        assert process.wait(timeout=60) == 0
+    assert first == b"stack dev (aws, us-east-1)\n"
+    assert stderr == b""
