@@ -175,7 +175,7 @@ def test_java_missing(stream, moto_endpoint, tmp_path):
         *ingest_args(stream, moto_endpoint, tmp_path / "t", tmp_path / "c"), tmp_path=tmp_path, env=env
     )
     assert one_line(result, 2) == (
-        "error: Spark (pyspark 4.0) needs Java 17 or newer and no 'java' was found; "
+        "error: Spark (pyspark 4) needs Java 17 or newer and no 'java' was found; "
         "install a Java 17+ runtime: 'sudo apt-get install openjdk-17-jre-headless' (Debian/Ubuntu), "
         "'sudo dnf install java-17-openjdk-headless' (Fedora/RHEL) or 'brew install openjdk@17' (macOS), or "
         "point JAVA_HOME at one."

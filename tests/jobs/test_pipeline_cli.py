@@ -21,7 +21,7 @@ from lakestack.emulator import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 JAVA_MISSING = (
-    "Spark (pyspark 4.0) needs Java 17 or newer and no 'java' was found; install a Java 17+ runtime: "
+    "Spark (pyspark 4) needs Java 17 or newer and no 'java' was found; install a Java 17+ runtime: "
     "'sudo apt-get install openjdk-17-jre-headless' (Debian/Ubuntu), 'sudo dnf install java-17-openjdk-headless' "
     "(Fedora/RHEL) or 'brew install openjdk@17' (macOS), or point JAVA_HOME at one."
 )

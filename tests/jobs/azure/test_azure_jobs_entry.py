@@ -1,6 +1,6 @@
 """Every job Synapse runs, through the launcher's entry (`python -m jobs <job> ...`) under this interpreter.
 
-Run twice in `make test`: in the main environment (pyspark 4.0) and in .venv-spark35 (pyspark 3.5, Synapse's
+Run twice in `make test`: in the main environment (pyspark 4.1) and in .venv-spark35 (pyspark 3.5, Synapse's
 Spark), so a job whose module or flags need a 4.0-only API fails on the Azure path. The maintenance job does no
 Spark work (delta-rs in the driver) and runs here whole.
 """
