@@ -31,6 +31,8 @@ _LEGACY_CHECKPOINT_FILE_MANAGER = (
     "org.apache.spark.sql.execution.streaming.FileSystemBasedCheckpointFileManager"
 )
 
+STATE_FILE_CHECKSUM = "spark.sql.streaming.checkpoint.fileChecksum.enabled"
+
 # Local mode on a laptop or a 2-core CI box: few shuffle partitions (the default 200 costs seconds per
 # micro-batch), no UI port to collide on, UTC so event times read the same everywhere.
 _LOCAL_DEFAULTS: dict[str, str] = {
@@ -46,6 +48,11 @@ _LOCAL_DEFAULTS: dict[str, str] = {
     # back"); waiting longer costs nothing when they are quick.
     "spark.python.authenticate.socketTimeout": "120s",
     "spark.sql.streaming.stopTimeout": "30s",
+    # Spark 4.1 writes a checksum file beside every state store file by default. With the state store's first
+    # checkpoint format (the default) a retried batch reuses the file names, and a checksum left by the failed
+    # attempt can fail the query's restart; Spark itself turns the checksums off for that format in a later
+    # release (SPARK-56461). EMR's and Synapse's steps set the same (infra: job_spark_conf).
+    STATE_FILE_CHECKSUM: "false",
     # How Spark writes a streaming checkpoint's offset and commit logs (two files per micro-batch, each
     # written to a temporary file and renamed into place). On a local path Spark otherwise picks Hadoop's
     # FileContext API, which costs ~50 ms more per file here (trivial query, 2-core machine: 60-65 ms against

@@ -90,6 +90,10 @@ def job_spark_conf(
         # delta-spark's Python half (delta.tables) ships inside EMR's Delta jar: on the jobs' Python path, so the
         # packed environment carries no second pyspark (which the delta-spark wheel would pull in).
         "spark.submit.pyFiles": release.delta_jar,
+        # No checksum file beside each state store file (Spark 4.1's default): with the state store's first
+        # checkpoint format a retried batch reuses file names and a stale checksum can fail the restart
+        # (SPARK-56461, fixed upstream after 4.1.1 by the same switch).
+        "spark.sql.streaming.checkpoint.fileChecksum.enabled": "false",
         "spark.sql.shuffle.partitions": str(parallelism),
         "spark.default.parallelism": str(parallelism),
         # The packed environment is built for this interpreter; the release ships others too.

@@ -16,6 +16,7 @@ import jobs.session
 from jobs.entry import run_job
 from jobs.session import (
     LOCAL_CHECKPOINT_FILE_MANAGER,
+    STATE_FILE_CHECKSUM,
     WORKER_PYTHON_WRAPPER,
     SessionOverrides,
     _collector_chosen,
@@ -91,6 +92,29 @@ def test_local_checkpoint_logs_go_through_the_file_system_manager_and_never_over
         second.close()  # what lets two writers of one batch id never both win (HDFSMetadataLog.add)
     assert (tmp_path / "0").read_bytes() == b"v1\nfirst"
     assert (tmp_path / ".0.crc").is_file()  # Hadoop's checksum of the entry is kept, as before
+
+
+def test_a_stateful_query_writes_no_checksum_file_beside_its_state(spark, tmp_path):
+    # Spark 4.1 writes <file>.crc beside each state file by default (Hadoop's own checksums are dot files).
+    assert spark.conf.get(STATE_FILE_CHECKSUM) == "false"
+    source = tmp_path / "in"
+    source.mkdir()
+    (source / "0.json").write_text('{"k": 1}\n{"k": 1}\n{"k": 2}\n')
+    query = (
+        spark.readStream.schema("k long")
+        .json(str(source))
+        .dropDuplicates(["k"])
+        .writeStream.format("memory")
+        .queryName("dedup_no_checksum")
+        .option("checkpointLocation", str(tmp_path / "chk"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    assert sorted(r.k for r in spark.sql("select k from dedup_no_checksum").collect()) == [1, 2]
+    state = [p for p in (tmp_path / "chk" / "state").rglob("*") if p.is_file()]
+    assert [p.name for p in state if p.name.endswith(".delta")] != []
+    assert [p.name for p in state if p.name.endswith(".crc") and not p.name.startswith(".")] == []
 
 
 @pytest.fixture
